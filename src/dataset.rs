@@ -1,0 +1,1312 @@
+//! Datasets: creating, opening, reading, writing and committing a container.
+
+use crate::array::{as_bytes, as_bytes_mut, block_is_constant, copy_block, fill_block, strides, Element, Order, Region, Span};
+use crate::codec;
+use crate::commit::{build_head, choose_slot, CommitSlot, SLOT_SIZE};
+use crate::error::{invalid, Error, ErrorKind, Result};
+use crate::index::{self, Entry, Key, PageReader, PageWriter, DEFAULT_PAGE};
+use crate::spec::{
+    check_name, check_slot_name, version_line, Axis, AxisJson, Codec, CodecJson, DType, DescriptorJson, FeaturesJson, Scalar, SlotJson,
+    Variable, VariableJson, FORMAT_MAJOR, FORMAT_MINOR, MAX_DESCRIPTOR_BYTES,
+};
+use crate::storage::{FileStorage, Storage};
+use crate::wire::{self, crc32};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions as FsOpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// When commits reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Durability {
+    /// `commit()` returns after the commit is on stable storage (fsync). The default.
+    #[default]
+    Fsync,
+    /// `commit()` returns after handing the writes to the operating system:
+    /// a crash of the process loses nothing committed, but a power loss or
+    /// an operating-system crash may lose recent commits or leave the file
+    /// unreadable. For scratch files.
+    None,
+}
+
+/// Where new stored chunks go: the container (slot 0) or external-file slots (1..).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SlotPolicy {
+    /// Every chunk into one slot (0 is the container itself). The default is `Fixed(0)`.
+    Fixed(u16),
+    /// Chunks in turn into each listed slot.
+    RoundRobin(Vec<u16>),
+    /// Fill the first listed slot until it holds `max_bytes`, then the next; the last takes the rest.
+    BySize {
+        /// Slots in the order they are filled.
+        slots: Vec<u16>,
+        /// Bytes a slot may hold before the next one is used.
+        max_bytes: u64,
+    },
+}
+
+/// Options for opening an existing container.
+#[derive(Debug, Clone, Default)]
+pub struct OpenOptions {
+    write: bool,
+    durability: Durability,
+}
+
+impl OpenOptions {
+    /// Read-only, fsync on commit.
+    pub fn new() -> OpenOptions {
+        OpenOptions::default()
+    }
+    /// Open for writing (takes the file's writer lock).
+    pub fn write(&mut self, write: bool) -> &mut OpenOptions {
+        self.write = write;
+        self
+    }
+    /// When commits reach the disk.
+    pub fn durability(&mut self, d: Durability) -> &mut OpenOptions {
+        self.durability = d;
+        self
+    }
+    /// Opens the container at `path`.
+    ///
+    /// # Errors
+    /// `NotFound`, `Io`, `Corrupt`, `UnsupportedVersion`/`UnsupportedFeature`
+    /// for a file this library cannot read, `ReadOnly` when writing is asked
+    /// for a file whose features forbid it, `Locked` when another writer holds it.
+    pub fn open(&self, path: impl AsRef<Path>) -> Result<Dataset> {
+        let path = path.as_ref();
+        let file = FsOpenOptions::new()
+            .read(true)
+            .write(self.write)
+            .open(path)
+            .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        if self.write {
+            lock(&file, path)?;
+        }
+        let storage: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
+        Dataset::load(storage, Some(path.to_path_buf()), self.write, self.durability).map_err(|e| e.context(path.display()))
+    }
+    /// Opens a container held by any [`Storage`] (e.g. [`crate::MemoryStorage`]).
+    /// External-file slots are not available on such a dataset.
+    ///
+    /// # Errors
+    /// As [`OpenOptions::open`], except `Locked`.
+    pub fn open_storage(&self, storage: Arc<dyn Storage>) -> Result<Dataset> {
+        Dataset::load(storage, None, self.write, self.durability)
+    }
+}
+
+/// Takes the advisory writer lock, or fails with `Locked`.
+fn lock(file: &File, path: &Path) -> Result<()> {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: flock on a valid, open descriptor has no memory effects.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            return Err(Error::new(ErrorKind::Locked, format!("{}: another writer has the file open", path.display())));
+        }
+        return Err(Error::io(format!("locking {}", path.display()), err));
+    }
+    Ok(())
+}
+
+/// A variable to create: name, type, axes, and options.
+#[derive(Debug, Clone)]
+pub struct VariableBuilder {
+    name: String,
+    unit: String,
+    dtype: DType,
+    axes: Vec<String>,
+    chunk: Option<Vec<u64>>,
+    fill: Scalar,
+    codec: Codec,
+    attributes: Map<String, Value>,
+}
+
+impl VariableBuilder {
+    /// A variable `name` of type `dtype` spanning the named axes, slowest first.
+    /// Defaults: chunks of about 1 MiB, fill value 0 (false for bool), no compression.
+    pub fn new(name: &str, dtype: DType, axes: &[&str]) -> VariableBuilder {
+        VariableBuilder {
+            name: name.into(),
+            unit: String::new(),
+            dtype,
+            axes: axes.iter().map(|a| (*a).to_string()).collect(),
+            chunk: None,
+            fill: if dtype == DType::Bool { Scalar::Bool(false) } else { Scalar::UInt(0) },
+            codec: Codec::NONE,
+            attributes: Map::new(),
+        }
+    }
+    /// The element type given to [`VariableBuilder::new`].
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    /// The name given to [`VariableBuilder::new`].
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The chunk shape, one extent per axis of the variable.
+    pub fn chunk(&mut self, shape: &[u64]) -> &mut VariableBuilder {
+        self.chunk = Some(shape.to_vec());
+        self
+    }
+    /// The value read where nothing was written.
+    pub fn fill(&mut self, value: impl Into<Scalar>) -> &mut VariableBuilder {
+        self.fill = value.into();
+        self
+    }
+    /// The codec of new chunks.
+    pub fn codec(&mut self, codec: Codec) -> &mut VariableBuilder {
+        self.codec = codec;
+        self
+    }
+    /// The unit of the values.
+    pub fn unit(&mut self, unit: &str) -> &mut VariableBuilder {
+        self.unit = unit.into();
+        self
+    }
+    /// A free-form JSON attribute of the variable.
+    pub fn attribute(&mut self, key: &str, value: impl Into<Value>) -> &mut VariableBuilder {
+        self.attributes.insert(key.into(), value.into());
+        self
+    }
+
+    fn to_json(&self, axes: &[Axis]) -> Result<VariableJson> {
+        let chunk = match &self.chunk {
+            Some(c) => c.clone(),
+            None => {
+                // About 1 MiB per chunk, the same extent along each axis, capped by the axis.
+                let n = self.axes.len().max(1) as f64;
+                let target = (1u64 << 20) as f64 / self.dtype.size() as f64;
+                let edge = (target.powf(1.0 / n).floor() as u64).max(1);
+                self.axes.iter().map(|name| axes.iter().find(|a| &a.name == name).map_or(edge, |a| edge.min(a.samples))).collect()
+            }
+        };
+        // Checked here so that the error is an invalid argument, not a corrupt descriptor.
+        self.fill.to_element(self.dtype).map_err(|e| invalid(format!("variable {:?}: fill value: {e}", self.name)))?;
+        Ok(VariableJson {
+            name: self.name.clone(),
+            unit: self.unit.clone(),
+            dtype: self.dtype.name().into(),
+            axes: self.axes.clone(),
+            chunk,
+            fill: self.fill.to_json(),
+            codec: CodecJson::from_codec(self.codec),
+            attributes: self.attributes.clone(),
+            extra: Map::new(),
+        })
+    }
+}
+
+/// Describes a new container; [`DatasetBuilder::create`] writes it.
+///
+/// ```
+/// use vds::{Axis, Codec, DType, DatasetBuilder, Order, Region, VariableBuilder};
+/// # let dir = std::env::temp_dir().join(format!("vds-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// # let path = dir.join("builder.vds");
+/// # let _ = std::fs::remove_file(&path);
+/// let mut ds = DatasetBuilder::new()
+///     .axis(Axis::new("inline", 100).unit("m"))
+///     .axis(Axis::new("sample", 50).unit("ms").coordinates(0.0, 196.0))
+///     .variable(VariableBuilder::new("amplitude", DType::Float32, &["inline", "sample"])
+///         .chunk(&[32, 32])
+///         .codec(Codec::deflate(6)))
+///     .attribute("survey", "North Sea")
+///     .create(&path)?;
+/// let values: Vec<f32> = (0..100 * 50).map(|i| i as f32).collect();
+/// ds.write("amplitude", &Region::full(&[100, 50])?, Order::C, &values)?;
+/// ds.close()?;
+/// # Ok::<(), vds::Error>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct DatasetBuilder {
+    axes: Vec<Axis>,
+    variables: Vec<VariableBuilder>,
+    slots: Vec<String>,
+    attributes: Map<String, Value>,
+    overwrite: bool,
+    durability: Durability,
+}
+
+impl DatasetBuilder {
+    /// An empty description.
+    pub fn new() -> DatasetBuilder {
+        DatasetBuilder::default()
+    }
+    /// Adds an axis (slowest-varying first).
+    pub fn axis(&mut self, axis: Axis) -> &mut DatasetBuilder {
+        self.axes.push(axis);
+        self
+    }
+    /// Adds a variable.
+    pub fn variable(&mut self, var: &VariableBuilder) -> &mut DatasetBuilder {
+        self.variables.push(var.clone());
+        self
+    }
+    /// The variable added under `name`, to change its options.
+    pub fn variable_mut(&mut self, name: &str) -> Option<&mut VariableBuilder> {
+        self.variables.iter_mut().find(|v| v.name == name)
+    }
+    /// Adds an external-file slot (numbered from 1 in the order added): a file
+    /// of that name, relative to the container's directory, that can hold chunks.
+    pub fn external_slot(&mut self, name: &str) -> &mut DatasetBuilder {
+        self.slots.push(name.into());
+        self
+    }
+    /// A free-form JSON attribute of the dataset.
+    pub fn attribute(&mut self, key: &str, value: impl Into<Value>) -> &mut DatasetBuilder {
+        self.attributes.insert(key.into(), value.into());
+        self
+    }
+    /// Replace existing files instead of failing with `AlreadyExists`.
+    pub fn overwrite(&mut self, yes: bool) -> &mut DatasetBuilder {
+        self.overwrite = yes;
+        self
+    }
+    /// When commits reach the disk.
+    pub fn durability(&mut self, d: Durability) -> &mut DatasetBuilder {
+        self.durability = d;
+        self
+    }
+
+    fn descriptor(&self) -> Result<DescriptorJson> {
+        let axes_json = self
+            .axes
+            .iter()
+            .map(|a| AxisJson {
+                name: a.name.clone(),
+                unit: a.unit.clone(),
+                samples: a.samples,
+                first: a.first,
+                last: a.last,
+                extra: Map::new(),
+            })
+            .collect();
+        let variables = self.variables.iter().map(|v| v.to_json(&self.axes)).collect::<Result<Vec<_>>>()?;
+        let d = DescriptorJson {
+            format: "vds".into(),
+            version: [FORMAT_MAJOR, FORMAT_MINOR],
+            features: FeaturesJson::default(),
+            axes: axes_json,
+            variables,
+            slots: self.slots.iter().map(|s| SlotJson { name: s.clone(), extra: Map::new() }).collect(),
+            attributes: self.attributes.clone(),
+            extra: Map::new(),
+        };
+        d.validate(ErrorKind::InvalidArgument)?;
+        d.check_writable().map_err(invalid)?;
+        Ok(d)
+    }
+
+    /// Creates the container at `path` (and its external-file slots beside
+    /// it), writes its first commit, and returns it open for writing.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an inconsistent description (unknown axis,
+    /// chunk shape of the wrong length, fill value that does not fit, ...),
+    /// `AlreadyExists` when a file exists and `overwrite` is off, `Io`.
+    pub fn create(&self, path: impl AsRef<Path>) -> Result<Dataset> {
+        let path = path.as_ref();
+        let desc = self.descriptor()?;
+        let open = |p: &Path| {
+            let mut o = FsOpenOptions::new();
+            o.read(true).write(true);
+            if self.overwrite {
+                // Not truncated here: the container is truncated only once its writer lock is held.
+                o.create(true);
+            } else {
+                o.create_new(true);
+            }
+            o.open(p).map_err(|e| Error::io(format!("creating {}", p.display()), e))
+        };
+        let file = open(path)?;
+        lock(&file, path)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        for s in &self.slots {
+            let slot_path = dir.join(s);
+            if slot_path == path {
+                return Err(invalid(format!("external-file slot {s:?} is the container itself")));
+            }
+            // Truncated after the container's lock is held, as the container is.
+            open(&slot_path)?.set_len(0).map_err(|e| Error::io(format!("truncating {}", slot_path.display()), e))?;
+        }
+        let storage: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
+        let ds = Dataset::initialize(storage, Some(path.to_path_buf()), desc, self.durability)?;
+        if self.durability == Durability::Fsync {
+            // The new directory entries must be durable too, or a power loss could lose the files.
+            let mut dirs: Vec<PathBuf> = self.slots.iter().filter_map(|s| dir.join(s).parent().map(Path::to_path_buf)).collect();
+            dirs.push(dir.to_path_buf());
+            dirs.sort();
+            dirs.dedup();
+            for d in dirs {
+                let d = if d.as_os_str().is_empty() { PathBuf::from(".") } else { d };
+                File::open(&d).and_then(|f| f.sync_all()).map_err(|e| Error::io(format!("syncing directory {}", d.display()), e))?;
+            }
+        }
+        Ok(ds)
+    }
+
+    /// Creates the container in any [`Storage`]. External-file slots are not
+    /// available on such a dataset.
+    ///
+    /// # Errors
+    /// As [`DatasetBuilder::create`].
+    pub fn create_in(&self, storage: Arc<dyn Storage>) -> Result<Dataset> {
+        if !self.slots.is_empty() {
+            return Err(invalid("external-file slots need a container on disk"));
+        }
+        Dataset::initialize(storage, None, self.descriptor()?, self.durability)
+    }
+}
+
+/// Counts of a dataset's index entries and stored bytes (see [`Dataset::stats`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Chunks stored as bytes.
+    pub stored_chunks: u64,
+    /// Chunks whose values are all equal, kept as index entries only.
+    pub constant_chunks: u64,
+    /// Chunks explicitly written with only fill values, kept as index entries only.
+    pub fill_chunks: u64,
+    /// Bytes of stored chunks (after compression), across all file slots.
+    pub stored_bytes: u64,
+    /// Bytes the stored chunks would take uncompressed.
+    pub raw_bytes: u64,
+    /// Length of the container file at the last commit.
+    pub file_bytes: u64,
+}
+
+/// Something that names a variable: its index or its name.
+pub trait VarRef {
+    /// The index of the variable in `ds`.
+    ///
+    /// # Errors
+    /// `NotFound` when there is no such variable.
+    fn index_in(&self, ds: &Dataset) -> Result<usize>;
+}
+impl VarRef for usize {
+    fn index_in(&self, ds: &Dataset) -> Result<usize> {
+        if *self < ds.vars.len() {
+            Ok(*self)
+        } else {
+            Err(Error::new(ErrorKind::NotFound, format!("no variable with index {self} (the dataset has {})", ds.vars.len())))
+        }
+    }
+}
+impl VarRef for &str {
+    fn index_in(&self, ds: &Dataset) -> Result<usize> {
+        ds.vars.iter().position(|v| v.name == *self).ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no variable named {self:?}")))
+    }
+}
+impl VarRef for &String {
+    fn index_in(&self, ds: &Dataset) -> Result<usize> {
+        self.as_str().index_in(ds)
+    }
+}
+
+/// An open container.
+///
+/// A read-only `Dataset` is `Sync`: threads may read through a shared
+/// reference at once. Writing takes `&mut self`. Writes become visible to
+/// other handles at [`Dataset::commit`]; dropping a dataset without
+/// committing discards its uncommitted writes (the file stays at its last
+/// commit), so call [`Dataset::close`] or [`Dataset::commit`] to keep them.
+pub struct Dataset {
+    path: Option<PathBuf>,
+    storage: Arc<dyn Storage>,
+    /// External files, opened on first use; index 0 is slot 1.
+    slot_files: Mutex<Vec<Option<Arc<dyn Storage>>>>,
+    writable: bool,
+    durability: Durability,
+    desc: DescriptorJson,
+    axes: Vec<Axis>,
+    vars: Vec<Variable>,
+    /// Length of the version line: where the head's descriptor starts.
+    line1: u64,
+    commit: CommitSlot,
+    reader: PageReader,
+    // Writer state.
+    pending: BTreeMap<Key, Entry>,
+    desc_dirty: bool,
+    /// Next free byte of the container.
+    end: u64,
+    /// Next free byte of each external slot (None until first written).
+    slot_ends: Vec<Option<u64>>,
+    policy: SlotPolicy,
+    turn: usize,
+    poisoned: bool,
+}
+
+impl std::fmt::Debug for Dataset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dataset")
+            .field("path", &self.path)
+            .field("writable", &self.writable)
+            .field("commit", &self.commit.sequence)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Dataset {
+    /// Opens a container read-only.
+    ///
+    /// # Errors
+    /// See [`OpenOptions::open`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Dataset> {
+        OpenOptions::new().open(path)
+    }
+
+    /// Opens a container for reading and writing.
+    ///
+    /// # Errors
+    /// See [`OpenOptions::open`].
+    pub fn open_rw(path: impl AsRef<Path>) -> Result<Dataset> {
+        OpenOptions::new().write(true).open(path)
+    }
+
+    fn initialize(storage: Arc<dyn Storage>, path: Option<PathBuf>, desc: DescriptorJson, durability: Durability) -> Result<Dataset> {
+        let line1 = version_line();
+        let json = desc.to_bytes();
+        let head = build_head(&line1, &json);
+        let head_len = head.len() as u64;
+        let slot = CommitSlot {
+            minor: FORMAT_MINOR,
+            page_size: DEFAULT_PAGE,
+            sequence: 1,
+            head_len,
+            file_len: head_len + 2 * SLOT_SIZE,
+            desc_offset: line1.len() as u64,
+            desc_len: json.len() as u64,
+            desc_crc: crc32(&json),
+            root: None,
+            entries: 0,
+        };
+        let io = |e| Error::io("writing the new container", e);
+        storage.set_len(0).map_err(io)?;
+        storage.write_at(0, &head).map_err(io)?;
+        // Commit n lives in slot n % 2 (SPEC.md section 4): commit 1 in slot 1, slot 0 empty.
+        storage.write_at(head_len, &[0u8; SLOT_SIZE as usize]).map_err(io)?;
+        storage.write_at(head_len + SLOT_SIZE, &slot.encode()).map_err(io)?;
+        if durability == Durability::Fsync {
+            storage.sync().map_err(io)?;
+        }
+        Dataset::load(storage, path, true, durability)
+    }
+
+    /// Reads the head, the newest intact commit slot and the descriptor.
+    fn load(storage: Arc<dyn Storage>, path: Option<PathBuf>, writable: bool, durability: Durability) -> Result<Dataset> {
+        let io = |what: &str| {
+            let what = what.to_string();
+            move |e| Error::io(format!("reading the {what}"), e)
+        };
+        let mut file_len = storage.len().map_err(io("file length"))?;
+        let (line1, head_len) = find_head(&*storage, file_len)?;
+        if file_len < head_len + 2 * SLOT_SIZE {
+            return Err(Error::corrupt("commit slots", 0, head_len, format!("file ends at {file_len:#x}, inside the commit slots")));
+        }
+        // A writer may commit between our reading the length, the slots and
+        // the descriptor (it may even replace the head's descriptor): the
+        // checks below then fail although a newer, intact commit exists.
+        // Reading everything again, twice at most, resolves that race.
+        let mut attempt = 0;
+        let (commit, desc_bytes) = loop {
+            if attempt > 0 {
+                file_len = storage.len().map_err(io("file length"))?;
+            }
+            let mut slots = [0u8; 2 * SLOT_SIZE as usize];
+            storage.read_at(head_len, &mut slots).map_err(io("commit slots"))?;
+            let commit =
+                choose_slot([CommitSlot::decode(&slots[..512], 0, head_len), CommitSlot::decode(&slots[512..], 1, head_len)], head_len)?;
+            match read_descriptor(&*storage, &commit, line1, file_len) {
+                Ok(bytes) => break (commit, bytes),
+                Err(e) if attempt < 2 && e.kind() == ErrorKind::Corrupt => attempt += 1,
+                Err(e) => return Err(e),
+            }
+        };
+        let (desc, axes, vars, read_only) = DescriptorJson::parse(&desc_bytes).map_err(|e| match e.kind() {
+            ErrorKind::Corrupt => Error::corrupt("descriptor", 0, commit.desc_offset, e.message().to_string()),
+            _ => e,
+        })?;
+        if writable && read_only {
+            return Err(Error::new(ErrorKind::ReadOnly, "the file uses a feature that this library can read but not write"));
+        }
+        let nslots = desc.slots.len();
+        Ok(Dataset {
+            path,
+            storage,
+            slot_files: Mutex::new(vec![None; nslots]),
+            writable,
+            durability,
+            desc,
+            axes,
+            vars,
+            line1,
+            reader: PageReader::new(commit.page_size, commit.file_len),
+            end: commit.file_len,
+            commit,
+            pending: BTreeMap::new(),
+            desc_dirty: false,
+            slot_ends: vec![None; nslots],
+            policy: SlotPolicy::Fixed(0),
+            turn: 0,
+            poisoned: false,
+        })
+    }
+
+    /// The dataset's axes.
+    pub fn axes(&self) -> &[Axis] {
+        &self.axes
+    }
+
+    /// The dataset's variables.
+    pub fn variables(&self) -> &[Variable] {
+        &self.vars
+    }
+
+    /// One variable, by index or name.
+    ///
+    /// # Errors
+    /// `NotFound`.
+    pub fn variable(&self, var: impl VarRef) -> Result<&Variable> {
+        Ok(&self.vars[var.index_in(self)?])
+    }
+
+    /// Names of the external-file slots; slot `i + 1` is `external_slots()[i]`.
+    pub fn external_slots(&self) -> Vec<&str> {
+        self.desc.slots.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    /// The dataset's attributes.
+    pub fn attributes(&self) -> &Map<String, Value> {
+        &self.desc.attributes
+    }
+
+    /// A variable's attributes.
+    ///
+    /// # Errors
+    /// `NotFound`.
+    pub fn variable_attributes(&self, var: impl VarRef) -> Result<&Map<String, Value>> {
+        Ok(&self.desc.variables[var.index_in(self)?].attributes)
+    }
+
+    /// Sets (or with `None` removes) a dataset attribute; committed with the next commit.
+    ///
+    /// # Errors
+    /// `ReadOnly`, `InvalidArgument` for a bad key or a descriptor grown beyond its limit.
+    pub fn set_attribute(&mut self, key: &str, value: Option<Value>) -> Result<()> {
+        self.check_writable()?;
+        check_name("attribute", key).map_err(invalid)?;
+        let old = match value {
+            Some(v) => self.desc.attributes.insert(key.into(), v),
+            None => self.desc.attributes.shift_remove(key),
+        };
+        self.descriptor_changed(|d| match old {
+            Some(v) => d.attributes.insert(key.into(), v),
+            None => d.attributes.shift_remove(key),
+        })
+    }
+
+    /// Sets (or with `None` removes) a variable attribute; committed with the next commit.
+    ///
+    /// # Errors
+    /// As [`Dataset::set_attribute`], and `NotFound`.
+    pub fn set_variable_attribute(&mut self, var: impl VarRef, key: &str, value: Option<Value>) -> Result<()> {
+        self.check_writable()?;
+        let v = var.index_in(self)?;
+        check_name("attribute", key).map_err(invalid)?;
+        let attrs = &mut self.desc.variables[v].attributes;
+        let old = match value {
+            Some(val) => attrs.insert(key.into(), val),
+            None => attrs.shift_remove(key),
+        };
+        self.descriptor_changed(|d| match old {
+            Some(val) => d.variables[v].attributes.insert(key.into(), val),
+            None => d.variables[v].attributes.shift_remove(key),
+        })
+    }
+
+    /// Marks the descriptor changed, or undoes the change with `undo` if the descriptor grew too large.
+    fn descriptor_changed(&mut self, undo: impl FnOnce(&mut DescriptorJson) -> Option<Value>) -> Result<()> {
+        if let Err(why) = self.desc.check_writable() {
+            undo(&mut self.desc);
+            return Err(invalid(why));
+        }
+        self.desc_dirty = true;
+        Ok(())
+    }
+
+    /// The descriptor as of the last commit plus uncommitted attribute changes, as JSON text.
+    pub fn descriptor_json(&self) -> String {
+        String::from_utf8(self.desc.to_bytes()).unwrap_or_default()
+    }
+
+    /// Chooses where new stored chunks go.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when the policy names a slot the dataset does not have.
+    pub fn set_slot_policy(&mut self, policy: SlotPolicy) -> Result<()> {
+        let slots: &[u16] = match &policy {
+            SlotPolicy::Fixed(s) => std::slice::from_ref(s),
+            SlotPolicy::RoundRobin(s) | SlotPolicy::BySize { slots: s, .. } => s,
+        };
+        let n = self.desc.slots.len();
+        if slots.is_empty() || slots.iter().any(|&s| usize::from(s) > n) {
+            return Err(invalid(format!("slot policy {policy:?} must name slots 0..={n}")));
+        }
+        if slots.iter().any(|&s| s > 0) && self.path.is_none() {
+            return Err(invalid("external-file slots need a container on disk"));
+        }
+        self.policy = policy;
+        self.turn = 0;
+        Ok(())
+    }
+
+    /// Reads a region of a variable into `out`, laid out in `order`.
+    ///
+    /// Only the chunks the region overlaps are read; where nothing was
+    /// written the variable's fill value is returned.
+    ///
+    /// # Errors
+    /// `TypeMismatch` when `T` is not the variable's type; `InvalidArgument`
+    /// or `OutOfRange` for a region that does not fit the variable;
+    /// `BufferTooSmall`/`InvalidArgument` when `out` does not have exactly
+    /// the region's element count; `Corrupt` or `Io` from the file.
+    pub fn read<T: Element>(&self, var: impl VarRef, region: &Region, order: Order, out: &mut [T]) -> Result<()> {
+        let v = var.index_in(self)?;
+        self.check_type(v, T::DTYPE)?;
+        self.read_bytes(v, region, order, as_bytes_mut(out))
+    }
+
+    /// Reads a region into a new `Vec`.
+    ///
+    /// # Errors
+    /// As [`Dataset::read`], and `OutOfMemory` for a region too large to hold.
+    pub fn read_vec<T: Element + Default>(&self, var: impl VarRef, region: &Region, order: Order) -> Result<Vec<T>> {
+        let v = var.index_in(self)?;
+        self.check_type(v, T::DTYPE)?;
+        let n = region.check_within(&self.vars[v].shape, &format!("variable {:?}", self.vars[v].name))?;
+        let n = wire::to_usize(n, "region element count")?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(n).map_err(|_| Error::new(ErrorKind::OutOfMemory, format!("cannot allocate {n} elements")))?;
+        out.resize(n, T::default());
+        self.read(v, region, order, &mut out)?;
+        Ok(out)
+    }
+
+    /// Writes a region of a variable from `data`, laid out in `order`.
+    ///
+    /// Chunks the region covers completely are replaced; partly covered
+    /// chunks are read, updated and rewritten. Chunks whose values all equal
+    /// one value are kept as index entries only. The writes become durable
+    /// and visible to other handles at the next [`Dataset::commit`].
+    ///
+    /// # Errors
+    /// As [`Dataset::read`], and `ReadOnly`, `Poisoned`, `Io`.
+    pub fn write<T: Element>(&mut self, var: impl VarRef, region: &Region, order: Order, data: &[T]) -> Result<()> {
+        let v = var.index_in(self)?;
+        self.check_type(v, T::DTYPE)?;
+        self.write_bytes(v, region, order, as_bytes(data))
+    }
+
+    fn check_type(&self, v: usize, t: DType) -> Result<()> {
+        let var = &self.vars[v];
+        if var.dtype != t {
+            return Err(Error::new(ErrorKind::TypeMismatch, format!("variable {:?} holds {}, the buffer holds {t}", var.name, var.dtype)));
+        }
+        Ok(())
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if !self.writable {
+            return Err(Error::new(ErrorKind::ReadOnly, "the dataset is open read-only"));
+        }
+        if self.poisoned {
+            return Err(Error::new(ErrorKind::Poisoned, "an earlier write failed; reopen the dataset to continue from its last commit"));
+        }
+        Ok(())
+    }
+
+    /// Checks a region and buffer length; returns the region's element count.
+    fn check_request(&self, v: usize, region: &Region, bytes: usize) -> Result<usize> {
+        let var = &self.vars[v];
+        let n = region.check_within(&var.shape, &format!("variable {:?}", var.name))?;
+        let need = wire::mul(n, var.esize() as u64, "region byte size")?;
+        if (bytes as u64) < need {
+            return Err(Error::new(
+                ErrorKind::BufferTooSmall,
+                format!("the region needs a buffer of {need} bytes, the buffer has {bytes}"),
+            ));
+        }
+        if bytes as u64 != need {
+            return Err(invalid(format!("the region needs a buffer of {need} bytes, the buffer has {bytes}")));
+        }
+        wire::to_usize(n, "region element count")
+    }
+
+    /// [`Dataset::read`] on raw bytes: `out` holds the region's elements in
+    /// native byte order (one byte, 0 or 1, per bool).
+    ///
+    /// # Errors
+    /// As [`Dataset::read`], without `TypeMismatch`.
+    pub fn read_bytes(&self, var: impl VarRef, region: &Region, order: Order, out: &mut [u8]) -> Result<()> {
+        let v = var.index_in(self)?;
+        if self.check_request(v, region, out.len())? == 0 {
+            return Ok(());
+        }
+        let var = &self.vars[v];
+        let esize = var.esize();
+        let mut chunk_buf = Vec::new();
+        for_each_chunk(var, region, order, |coords, plan| {
+            let key = chunk_key(v, coords);
+            match self.entry(&key)? {
+                None | Some(Entry::Fill) => fill_block(&plan.dst_spans(), &var.fill[..esize], out, plan.dst0),
+                Some(Entry::Constant { value }) => {
+                    let mut value = value;
+                    check_constant(var, &value, coords)?;
+                    codec::le_to_native(&mut value[..esize], esize);
+                    fill_block(&plan.dst_spans(), &value[..esize], out, plan.dst0);
+                }
+                Some(Entry::Stored { codec, slot, offset, length, crc }) => {
+                    if chunk_buf.is_empty() {
+                        chunk_buf = vec![0u8; var.chunk_elems * esize];
+                    }
+                    self.load_stored(v, coords, codec, slot, offset, length, crc, &mut chunk_buf)?;
+                    copy_block(&plan.spans, esize, &chunk_buf, plan.src0, out, plan.dst0);
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// [`Dataset::write`] on raw bytes: `data` holds the region's elements in
+    /// native byte order (one byte per bool, any non-zero byte is true).
+    ///
+    /// # Errors
+    /// As [`Dataset::write`], without `TypeMismatch`.
+    pub fn write_bytes(&mut self, var: impl VarRef, region: &Region, order: Order, data: &[u8]) -> Result<()> {
+        let v = var.index_in(self)?;
+        self.check_writable()?;
+        if self.check_request(v, region, data.len())? == 0 {
+            return Ok(());
+        }
+        let var = self.vars[v].clone();
+        let esize = var.esize();
+        let mut buf = vec![0u8; var.chunk_elems * esize];
+        let result = for_each_chunk(&var, region, order, |coords, plan| {
+            let key = chunk_key(v, coords);
+            // A chunk whose valid part the region covers entirely needs no old contents.
+            if plan.covers_chunk {
+                fill_block(&[Span { count: var.chunk_elems, src: 0, dst: 1 }], &var.fill[..esize], &mut buf, 0);
+            } else {
+                self.load_chunk(v, coords, &mut buf)?;
+            }
+            // Reversed copy: caller's buffer -> chunk.
+            let rev: Vec<Span> = plan.spans.iter().map(|s| Span { count: s.count, src: s.dst, dst: s.src }).collect();
+            copy_block(&rev, esize, data, plan.dst0, &mut buf, plan.src0);
+            if var.dtype == DType::Bool {
+                buf.iter_mut().for_each(|b| *b = u8::from(*b != 0));
+            }
+            let entry = self.store_chunk(&var, coords, &buf)?;
+            self.pending.insert(key, entry);
+            Ok(())
+        });
+        if let Err(e) = &result {
+            if e.kind() == ErrorKind::Io {
+                self.poisoned = true;
+            }
+        }
+        result
+    }
+
+    /// The current entry of a chunk: uncommitted writes first, then the committed index.
+    fn entry(&self, key: &Key) -> Result<Option<Entry>> {
+        if let Some(e) = self.pending.get(key) {
+            return Ok(Some(*e));
+        }
+        self.reader.lookup(&*self.storage, self.commit.root, key)
+    }
+
+    /// The whole current contents of a chunk, in memory form.
+    fn load_chunk(&self, v: usize, coords: &[u64], buf: &mut [u8]) -> Result<()> {
+        let var = &self.vars[v];
+        let esize = var.esize();
+        let all = [Span { count: var.chunk_elems, src: 0, dst: 1 }];
+        match self.entry(&chunk_key(v, coords))? {
+            None | Some(Entry::Fill) => fill_block(&all, &var.fill[..esize], buf, 0),
+            Some(Entry::Constant { mut value }) => {
+                check_constant(var, &value, coords)?;
+                codec::le_to_native(&mut value[..esize], esize);
+                fill_block(&all, &value[..esize], buf, 0);
+            }
+            Some(Entry::Stored { codec, slot, offset, length, crc }) => {
+                self.load_stored(v, coords, codec, slot, offset, length, crc, buf)?
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads, checks and decodes a stored chunk into `buf`.
+    #[allow(clippy::too_many_arguments)]
+    fn load_stored(
+        &self,
+        v: usize,
+        coords: &[u64],
+        codec: u8,
+        slot: u16,
+        offset: u64,
+        length: u32,
+        crc: u32,
+        buf: &mut [u8],
+    ) -> Result<()> {
+        let var = &self.vars[v];
+        let object = || format!("chunk {coords:?} of variable {:?}", var.name);
+        let bad = |detail: String| Error::corrupt(object(), slot, offset, detail);
+        let raw = codec::raw_len(var.dtype, var.chunk_elems);
+        // Stored bytes are never longer than the raw form (SPEC.md section 6), so
+        // this bounds the allocation by the chunk shape, not by the entry.
+        if length == 0 || length as usize > raw {
+            return Err(bad(format!("stored length {length} outside 1..={raw}")));
+        }
+        let storage = self.slot_storage(slot).map_err(|e| {
+            if e.kind() == ErrorKind::NotFound && slot as usize > self.desc.slots.len() {
+                bad(format!("file slot {slot} does not exist"))
+            } else {
+                e
+            }
+        })?;
+        let end = wire::add(offset, u64::from(length), "chunk end")?;
+        if slot == 0 && (offset < self.commit.head_len + 2 * SLOT_SIZE || end > self.end.max(self.commit.file_len)) {
+            return Err(bad("chunk lies outside the body of the container".into()));
+        }
+        let mut stored = vec![0u8; length as usize];
+        storage.read_at(offset, &mut stored).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                bad("chunk lies beyond the end of its file".into())
+            } else {
+                Error::io(format!("reading {}", object()), e)
+            }
+        })?;
+        let computed = crc32(&stored);
+        if computed != crc {
+            return Err(bad(format!("CRC32 mismatch (stored {crc:#010x}, computed {computed:#010x})")));
+        }
+        codec::decode(var.dtype, codec, &stored, buf).map_err(bad)
+    }
+
+    /// The storage of file slot `slot` (0 = the container).
+    fn slot_storage(&self, slot: u16) -> Result<Arc<dyn Storage>> {
+        if slot == 0 {
+            return Ok(self.storage.clone());
+        }
+        let i = usize::from(slot) - 1;
+        let mut files = self.slot_files.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let entry = files.get_mut(i).ok_or_else(|| Error::new(ErrorKind::NotFound, format!("external file slot {slot} does not exist")))?;
+        if let Some(s) = entry {
+            return Ok(s.clone());
+        }
+        let name = &self.desc.slots[i].name;
+        // Validated at parse; checked again here because this is where a name becomes a path.
+        check_slot_name(name).map_err(invalid)?;
+        let dir = self.path.as_deref().and_then(Path::parent).ok_or_else(|| invalid("external-file slots need a container on disk"))?;
+        let p = dir.join(name);
+        let file = FsOpenOptions::new()
+            .read(true)
+            .write(self.writable)
+            .open(&p)
+            .map_err(|e| Error::io(format!("opening external file slot {slot} ({})", p.display()), e))?;
+        let s: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
+        *entry = Some(s.clone());
+        Ok(s)
+    }
+
+    /// Turns a chunk's new contents into an index entry, writing its bytes if it is not constant.
+    fn store_chunk(&mut self, var: &Variable, coords: &[u64], buf: &[u8]) -> Result<Entry> {
+        let esize = var.esize();
+        let plan = valid_part(var, coords);
+        if block_is_constant(&plan, esize, buf, 0) {
+            let mut value = [0u8; 8];
+            value[..esize].copy_from_slice(&buf[..esize]);
+            codec::native_to_le(&mut value[..esize], esize);
+            return Ok(if value == var.fill { Entry::Fill } else { Entry::Constant { value } });
+        }
+        let (codec_byte, bytes) = codec::encode(var.dtype, var.codec, buf);
+        let slot = self.next_slot();
+        let storage = self.slot_storage(slot)?;
+        let offset = if slot == 0 {
+            self.end
+        } else {
+            let i = usize::from(slot) - 1;
+            match self.slot_ends[i] {
+                Some(e) => e,
+                None => storage.len().map_err(|e| Error::io(format!("reading the length of external file slot {slot}"), e))?,
+            }
+        };
+        let length = bytes.len() as u64;
+        let end = wire::add(offset, length, "file length")?;
+        storage.write_at(offset, &bytes).map_err(|e| Error::io(format!("writing a chunk of variable {:?}", var.name), e))?;
+        if slot == 0 {
+            self.end = end;
+        } else {
+            self.slot_ends[usize::from(slot) - 1] = Some(end);
+        }
+        // Raw chunks are at most MAX_CHUNK_BYTES (256 MiB), so the length fits 32 bits.
+        Ok(Entry::Stored { codec: codec_byte, slot, offset, length: length as u32, crc: crc32(&bytes) })
+    }
+
+    /// The slot the next stored chunk goes to, by the slot policy.
+    fn next_slot(&mut self) -> u16 {
+        match &self.policy {
+            SlotPolicy::Fixed(s) => *s,
+            SlotPolicy::RoundRobin(list) => {
+                let s = list[self.turn % list.len()];
+                self.turn = self.turn.wrapping_add(1);
+                s
+            }
+            SlotPolicy::BySize { slots, max_bytes } => {
+                let used = |s: u16| if s == 0 { self.end } else { self.slot_ends[usize::from(s) - 1].unwrap_or(0) };
+                while self.turn + 1 < slots.len() && used(slots[self.turn]) >= *max_bytes {
+                    self.turn += 1;
+                }
+                slots[self.turn.min(slots.len() - 1)]
+            }
+        }
+    }
+
+    /// Makes every write and attribute change since the last commit durable
+    /// and visible, atomically (SPEC.md section 7). Does nothing when there
+    /// is nothing to commit.
+    ///
+    /// # Errors
+    /// `ReadOnly`, `Poisoned`, `Io`. After an error the dataset refuses
+    /// further writes (`Poisoned`); the file stays at its last commit.
+    pub fn commit(&mut self) -> Result<()> {
+        self.check_writable()?;
+        if self.pending.is_empty() && !self.desc_dirty {
+            return Ok(());
+        }
+        let result = self.commit_inner();
+        if result.is_err() {
+            self.poisoned = true;
+        }
+        result
+    }
+
+    fn commit_inner(&mut self) -> Result<()> {
+        let fsync = self.durability == Durability::Fsync;
+        // 1. Chunks in external files reach the disk before anything refers to them.
+        if fsync {
+            let files = self.slot_files.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            for (i, f) in files.iter().enumerate() {
+                if let (Some(f), Some(_)) = (f, self.slot_ends[i]) {
+                    f.sync().map_err(|e| Error::io(format!("syncing external file slot {}", i + 1), e))?;
+                }
+            }
+        }
+        // 2. New index pages, copy-on-write, after the chunks in the container.
+        let changes: Vec<(Key, Entry)> = self.pending.iter().map(|(k, e)| (*k, *e)).collect();
+        let mut w = PageWriter { page_size: self.commit.page_size as usize, base: self.end, buf: Vec::new() };
+        let (root, added) = index::merge(&self.reader, &*self.storage, self.commit.root, &changes, &mut w)?;
+        let io = |what: &'static str| move |e| Error::io(format!("committing: writing {what}"), e);
+        self.storage.write_at(self.end, &w.buf).map_err(io("index pages"))?;
+        self.end += w.buf.len() as u64;
+        // 3. A changed descriptor goes to the body; the slot points at it.
+        let (mut desc_offset, mut desc_len, mut desc_crc) = (self.commit.desc_offset, self.commit.desc_len, self.commit.desc_crc);
+        let json = self.desc.to_bytes();
+        if self.desc_dirty {
+            self.storage.write_at(self.end, &json).map_err(io("the descriptor"))?;
+            (desc_offset, desc_len, desc_crc) = (self.end, json.len() as u64, crc32(&json));
+            self.end += json.len() as u64;
+        }
+        // 4. Everything the new slot refers to is durable before the slot is written.
+        let mut next = CommitSlot {
+            minor: FORMAT_MINOR,
+            page_size: self.commit.page_size,
+            sequence: self.commit.sequence + 1,
+            head_len: self.commit.head_len,
+            file_len: self.end,
+            desc_offset,
+            desc_len,
+            desc_crc,
+            root,
+            entries: self.commit.entries + added,
+        };
+        self.publish(&next)?;
+        self.pending.clear();
+        // 5. Mirror a changed descriptor into the head so that `head -n 2` shows
+        // it, when it fits. The previous step's slot stays intact while the
+        // head is rewritten; a further commit then points at the head.
+        if self.desc_dirty {
+            self.desc_dirty = false;
+            let capacity = self.commit.head_len - 1 - self.line1;
+            if json.len() as u64 <= capacity {
+                let mut line = vec![b' '; capacity as usize];
+                line[..json.len()].copy_from_slice(&json);
+                self.storage.write_at(self.line1, &line).map_err(io("the head"))?;
+                next.sequence += 1;
+                next.desc_offset = self.line1;
+                self.publish(&next)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Syncs, writes `slot` to its commit slot, syncs again, and adopts it.
+    fn publish(&mut self, slot: &CommitSlot) -> Result<()> {
+        let fsync = self.durability == Durability::Fsync;
+        if fsync {
+            self.storage.sync().map_err(|e| Error::io("committing: syncing the file", e))?;
+        }
+        let at = slot.head_len + (slot.sequence % 2) * SLOT_SIZE;
+        self.storage.write_at(at, &slot.encode()).map_err(|e| Error::io("committing: writing the commit slot", e))?;
+        if fsync {
+            self.storage.sync().map_err(|e| Error::io("committing: syncing the commit slot", e))?;
+        }
+        self.commit = slot.clone();
+        self.reader.limit = slot.file_len;
+        Ok(())
+    }
+
+    /// Commits (if writable) and closes the dataset.
+    ///
+    /// # Errors
+    /// As [`Dataset::commit`].
+    pub fn close(mut self) -> Result<()> {
+        if self.writable {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Whether the dataset was opened for writing.
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    /// The number of the last commit (1 for a newly created file).
+    pub fn commit_sequence(&self) -> u64 {
+        self.commit.sequence
+    }
+
+    /// Counts the index entries and stored bytes by walking the whole index
+    /// (time proportional to the number of chunks).
+    ///
+    /// # Errors
+    /// `Corrupt` or `Io` from the index.
+    pub fn stats(&self) -> Result<Stats> {
+        let mut s = Stats { file_bytes: self.commit.file_len, ..Stats::default() };
+        let mut count = |key: &Key, e: &Entry| {
+            match e {
+                Entry::Stored { length, .. } => {
+                    s.stored_chunks += 1;
+                    s.stored_bytes += u64::from(*length);
+                    if let Some(var) = self.vars.get((key.layer >> 16) as usize) {
+                        s.raw_bytes += codec::raw_len(var.dtype, var.chunk_elems) as u64;
+                    }
+                }
+                Entry::Constant { .. } => s.constant_chunks += 1,
+                Entry::Fill => s.fill_chunks += 1,
+            }
+            Ok(())
+        };
+        self.reader.for_each(&*self.storage, self.commit.root, &mut |k, e| {
+            if self.pending.contains_key(k) {
+                return Ok(());
+            }
+            count(k, e)
+        })?;
+        for (k, e) in &self.pending {
+            count(k, e)?;
+        }
+        Ok(s)
+    }
+}
+
+/// Finds the version line and the head length by scanning for the second newline.
+fn find_head(storage: &dyn Storage, file_len: u64) -> Result<(u64, u64)> {
+    const STEP: u64 = 64 << 10;
+    // build_head reserves twice the descriptor plus 1 KiB, rounded up.
+    let limit = file_len.min(2 * MAX_DESCRIPTOR_BYTES + 2 * crate::commit::HEAD_ALIGN);
+    let mut newlines = Vec::with_capacity(2);
+    let mut first_line = Vec::new();
+    let mut pos = 0u64;
+    let mut buf = vec![0u8; STEP as usize];
+    while newlines.len() < 2 && pos < limit {
+        let n = STEP.min(limit - pos) as usize;
+        storage.read_at(pos, &mut buf[..n]).map_err(|e| Error::io("reading the head", e))?;
+        if pos == 0 {
+            first_line = buf[..n.min(32)].to_vec();
+        }
+        for (i, &b) in buf[..n].iter().enumerate() {
+            if b == b'\n' {
+                newlines.push(pos + i as u64);
+                if newlines.len() == 2 {
+                    break;
+                }
+            }
+        }
+        pos += n as u64;
+    }
+    let Some(&nl1) = newlines.first().filter(|&&p| p < 32) else {
+        let shown = &first_line[..first_line.len().min(16)];
+        if file_len == 0 {
+            return Err(Error::corrupt("version line", 0, 0, "the file is empty"));
+        }
+        return Err(Error::corrupt(
+            "version line",
+            0,
+            0,
+            format!("not a libvds container (starts with {:?})", String::from_utf8_lossy(shown)),
+        ));
+    };
+    crate::spec::parse_version_line(&first_line[..nl1 as usize])?;
+    let Some(&nl2) = newlines.get(1) else {
+        return Err(Error::corrupt("descriptor", 0, nl1 + 1, "the descriptor line has no end"));
+    };
+    let head_len = nl2 + 1;
+    if head_len % crate::commit::HEAD_ALIGN != 0 {
+        return Err(Error::corrupt(
+            "descriptor",
+            0,
+            nl1 + 1,
+            format!("the head ends at {head_len:#x}, not at a multiple of {}", crate::commit::HEAD_ALIGN),
+        ));
+    }
+    Ok((nl1 + 1, head_len))
+}
+
+/// Reads and checks the descriptor the commit slot points at.
+fn read_descriptor(storage: &dyn Storage, commit: &CommitSlot, line1: u64, file_len: u64) -> Result<Vec<u8>> {
+    let (off, len) = (commit.desc_offset, commit.desc_len);
+    let bad = |detail: String| Error::corrupt("descriptor", 0, off, detail);
+    if commit.file_len > file_len {
+        return Err(Error::corrupt(
+            "commit slots",
+            0,
+            commit.head_len,
+            format!("commit {} needs {} bytes but the file has {file_len}: it was truncated", commit.sequence, commit.file_len),
+        ));
+    }
+    let end = off.checked_add(len).ok_or_else(|| bad("offset + length overflows".into()))?;
+    let body = commit.head_len + 2 * SLOT_SIZE;
+    let in_head = off == line1 && end < commit.head_len;
+    let in_body = off >= body && end <= commit.file_len;
+    if len > MAX_DESCRIPTOR_BYTES || !(in_head || in_body) {
+        return Err(bad(format!("descriptor of {len} bytes lies outside the head and the committed body")));
+    }
+    let mut bytes = vec![0u8; len as usize];
+    storage.read_at(off, &mut bytes).map_err(|e| Error::io("reading the descriptor", e))?;
+    let computed = crc32(&bytes);
+    if computed != commit.desc_crc {
+        return Err(bad(format!("CRC32 mismatch (stored {:#010x}, computed {computed:#010x})", commit.desc_crc)));
+    }
+    Ok(bytes)
+}
+
+/// A constant entry's value must be a valid element (for bool: 0 or 1).
+fn check_constant(var: &Variable, value: &[u8; 8], coords: &[u64]) -> Result<()> {
+    if var.dtype == DType::Bool && value[0] > 1 {
+        return Err(Error::new(
+            ErrorKind::Corrupt,
+            format!("corrupt index entry of chunk {coords:?} of variable {:?}: constant bool value {}", var.name, value[0]),
+        ));
+    }
+    Ok(())
+}
+
+fn chunk_key(v: usize, coords: &[u64]) -> Key {
+    let mut c = [0u32; 8];
+    for (d, &x) in coords.iter().enumerate() {
+        // Chunk coordinates are below the grid extent, which validation keeps under 2^32.
+        c[d] = x as u32;
+    }
+    Key { layer: Key::layer_of(v), coords: c }
+}
+
+/// The spans of a chunk's valid part (inside the variable's extent), for the chunk in memory.
+fn valid_part(var: &Variable, coords: &[u64]) -> Vec<Span> {
+    let cdims: Vec<usize> = var.chunk.iter().map(|&c| c as usize).collect();
+    let cst = strides(&cdims, Order::C);
+    (0..coords.len())
+        .map(|d| {
+            let start = coords[d] * var.chunk[d];
+            Span { count: (var.chunk[d].min(var.shape[d] - start)) as usize, src: cst[d], dst: 0 }
+        })
+        .collect()
+}
+
+/// How one chunk and a region meet.
+struct ChunkPlan {
+    /// Per axis: count, stride in the chunk (`src`), stride in the caller's buffer (`dst`).
+    spans: Vec<Span>,
+    /// Element offset of the first selected element in the chunk.
+    src0: usize,
+    /// Element offset of that element in the caller's buffer.
+    dst0: usize,
+    /// Whether the region covers every valid element of the chunk.
+    covers_chunk: bool,
+}
+
+impl ChunkPlan {
+    fn dst_spans(&self) -> Vec<Span> {
+        self.spans.iter().map(|s| Span { count: s.count, src: 0, dst: s.dst }).collect()
+    }
+}
+
+/// Calls `f` for every chunk that holds at least one element of `region`.
+fn for_each_chunk(var: &Variable, region: &Region, order: Order, mut f: impl FnMut(&[u64], &ChunkPlan) -> Result<()>) -> Result<()> {
+    let n = var.shape.len();
+    let (start, shape, step) = (region.start(), region.shape(), region.step());
+    // Sizes below are bounded by the chunk size (<= 256 MiB) or the caller's buffer, so they fit usize.
+    let cdims: Vec<usize> = var.chunk.iter().map(|&c| c as usize).collect();
+    let cst = strides(&cdims, Order::C);
+    let bdims: Vec<usize> = shape.iter().map(|&s| s as usize).collect();
+    let bst = strides(&bdims, order);
+    let lo: Vec<u64> = (0..n).map(|d| start[d] / var.chunk[d]).collect();
+    let hi: Vec<u64> = (0..n).map(|d| (start[d] + (shape[d] - 1) * step[d]) / var.chunk[d]).collect();
+    let mut coords = lo.clone();
+    let mut spans = vec![Span { count: 0, src: 0, dst: 0 }; n];
+    'chunks: loop {
+        let (mut src0, mut dst0, mut covers) = (0usize, 0usize, true);
+        let mut empty = false;
+        for d in 0..n {
+            let c0 = coords[d] * var.chunk[d];
+            let c_end = (c0 + var.chunk[d]).min(var.shape[d]); // exclusive, within the extent
+                                                               // First and last region index i whose sample start + i*step lies in [c0, c_end).
+            let i_lo = if c0 <= start[d] { 0 } else { wire::div_ceil(c0 - start[d], step[d]) };
+            let i_hi = ((c_end - 1).saturating_sub(start[d]) / step[d]).min(shape[d] - 1);
+            if c_end <= start[d] || i_lo > i_hi {
+                empty = true;
+                break;
+            }
+            let count = i_hi - i_lo + 1;
+            let first = start[d] + i_lo * step[d] - c0;
+            spans[d] = Span { count: count as usize, src: step[d] as usize * cst[d], dst: bst[d] };
+            src0 += first as usize * cst[d];
+            dst0 += i_lo as usize * bst[d];
+            covers &= step[d] == 1 && first == 0 && count == c_end - c0;
+        }
+        if !empty {
+            f(&coords, &ChunkPlan { spans: spans.clone(), src0, dst0, covers_chunk: covers })?;
+        }
+        // Next chunk, last axis fastest.
+        let mut d = n;
+        loop {
+            if d == 0 {
+                break 'chunks;
+            }
+            d -= 1;
+            if coords[d] < hi[d] {
+                coords[d] += 1;
+                break;
+            }
+            coords[d] = lo[d];
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,620 @@
+//! The chunk index: a B+tree of fixed-size, checksummed pages (SPEC.md section 5).
+//!
+//! ```text
+//! page (page_size bytes, 4096 by default)
+//!   0    4  magic "VDSI"
+//!   4    1  level: 0 for a leaf, n for a branch whose children are at level n-1
+//!   5    1  reserved, 0
+//!   6    2  count: number of entries, 1..=capacity
+//!   8    .. count entries, sorted by key, strictly increasing
+//!   P-4  4  CRC32 of bytes [0, P-4)
+//!
+//! key (36 bytes)
+//!   0    4  layer: variable << 16 | level of detail << 8 | partitioning
+//!   4   32  chunk coordinates c[0..8], u32 each; unused trailing ones are 0
+//!
+//! leaf entry (64 bytes)       branch entry (48 bytes)
+//!   0   36  key                 0   36  key: the smallest key in the child
+//!   36   1  kind                36   4  CRC32 of the child page
+//!   37   1  codec byte          40   8  offset of the child page
+//!   38   2  file slot
+//!   40   8  offset
+//!   48   4  stored length
+//!   52   4  CRC32 of the stored bytes
+//!   56   8  constant value (kind 2), else 0
+//! ```
+//!
+//! A parent stores its children's CRCs, and a child's level must be exactly
+//! one less than its parent's: a page that points back into its own path (or
+//! at any page that is not the one the parent wrote) fails one of those two
+//! checks, so every descent ends after at most `root level + 1` pages.
+
+use crate::error::{Error, Result};
+use crate::storage::Storage;
+use crate::wire::{crc32, get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+const MAGIC: &[u8; 4] = b"VDSI";
+const HEADER: usize = 8;
+const TRAILER: usize = 4;
+const LEAF_ENTRY: usize = 64;
+const BRANCH_ENTRY: usize = 48;
+/// The deepest tree accepted (a root level above this is corrupt).
+pub(crate) const MAX_LEVEL: u8 = 24;
+/// Smallest and largest page sizes a file may declare.
+pub(crate) const MIN_PAGE: u32 = 512;
+pub(crate) const MAX_PAGE: u32 = 65536;
+/// The page size this library writes.
+pub(crate) const DEFAULT_PAGE: u32 = 4096;
+
+/// Entry kinds.
+pub(crate) const KIND_STORED: u8 = 1;
+pub(crate) const KIND_CONSTANT: u8 = 2;
+pub(crate) const KIND_FILL: u8 = 3;
+
+/// The key of a chunk: its layer and its coordinates in the chunk grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct Key {
+    pub layer: u32,
+    pub coords: [u32; 8],
+}
+
+impl Key {
+    /// Layer of level of detail 0, partitioning 0 of variable `var`.
+    pub(crate) fn layer_of(var: usize) -> u32 {
+        // Variables are limited to 65535 by descriptor validation.
+        (var as u32) << 16
+    }
+    fn read(b: &[u8]) -> Key {
+        let mut coords = [0u32; 8];
+        for (i, c) in coords.iter_mut().enumerate() {
+            *c = get_u32(b, 4 + 4 * i);
+        }
+        Key { layer: get_u32(b, 0), coords }
+    }
+    fn write(&self, b: &mut [u8]) {
+        put_u32(b, 0, self.layer);
+        for (i, c) in self.coords.iter().enumerate() {
+            put_u32(b, 4 + 4 * i, *c);
+        }
+    }
+}
+
+/// Where a chunk lives, or what it is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// Stored bytes in file `slot` (0 = container) at `offset`, `length` bytes, checksum `crc`.
+    Stored { codec: u8, slot: u16, offset: u64, length: u32, crc: u32 },
+    /// Every element equals `value` (little-endian element bytes).
+    Constant { value: [u8; 8] },
+    /// Every element equals the variable's fill value.
+    Fill,
+}
+
+/// A reference to a page: the smallest key below it, where it is, and its CRC.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChildRef {
+    pub key: Key,
+    pub offset: u64,
+    pub crc: u32,
+}
+
+/// The root of a tree as recorded in a commit slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Root {
+    pub offset: u64,
+    pub crc: u32,
+    pub level: u8,
+}
+
+/// A decoded page.
+pub(crate) enum Page {
+    Leaf(Vec<(Key, Entry)>),
+    Branch(Vec<ChildRef>),
+}
+
+fn leaf_capacity(page_size: usize) -> usize {
+    (page_size - HEADER - TRAILER) / LEAF_ENTRY
+}
+fn branch_capacity(page_size: usize) -> usize {
+    (page_size - HEADER - TRAILER) / BRANCH_ENTRY
+}
+
+/// Decodes and checks one page read from `offset`. `level` is the level its parent expects.
+pub(crate) fn decode_page(b: &[u8], offset: u64, level: u8, expected_crc: Option<u32>) -> Result<Page> {
+    let bad = |detail: String| Error::corrupt("index page", 0, offset, detail);
+    let p = b.len();
+    // The checksum first: nothing below it is looked at in a page that fails it.
+    let stored = get_u32(b, p - TRAILER);
+    let computed = crc32(&b[..p - TRAILER]);
+    if stored != computed {
+        return Err(bad(format!("CRC32 mismatch (stored {stored:#010x}, computed {computed:#010x})")));
+    }
+    if let Some(want) = expected_crc {
+        if want != stored {
+            return Err(bad(format!("page CRC32 {stored:#010x} differs from {want:#010x} recorded by its parent")));
+        }
+    }
+    if &b[..4] != MAGIC {
+        return Err(bad("bad magic".into()));
+    }
+    if b[4] != level {
+        return Err(bad(format!("level {} where level {level} was expected", b[4])));
+    }
+    let count = usize::from(get_u16(b, 6));
+    let cap = if level == 0 { leaf_capacity(p) } else { branch_capacity(p) };
+    if count == 0 || count > cap {
+        return Err(bad(format!("entry count {count} outside 1..={cap}")));
+    }
+    let mut prev: Option<Key> = None;
+    let mut check_order = |k: Key| -> Result<()> {
+        if prev.is_some_and(|q| q >= k) {
+            return Err(bad("keys are not strictly increasing".into()));
+        }
+        prev = Some(k);
+        Ok(())
+    };
+    if level == 0 {
+        let mut v = Vec::with_capacity(count);
+        for i in 0..count {
+            let e = &b[HEADER + i * LEAF_ENTRY..HEADER + (i + 1) * LEAF_ENTRY];
+            let key = Key::read(e);
+            check_order(key)?;
+            let entry = match e[36] {
+                KIND_STORED => Entry::Stored {
+                    codec: e[37],
+                    slot: get_u16(e, 38),
+                    offset: get_u64(e, 40),
+                    length: get_u32(e, 48),
+                    crc: get_u32(e, 52),
+                },
+                KIND_CONSTANT => Entry::Constant { value: e[56..64].try_into().unwrap_or([0; 8]) },
+                KIND_FILL => Entry::Fill,
+                k => return Err(bad(format!("entry {i} has unknown kind {k}"))),
+            };
+            v.push((key, entry));
+        }
+        Ok(Page::Leaf(v))
+    } else {
+        let mut v = Vec::with_capacity(count);
+        for i in 0..count {
+            let e = &b[HEADER + i * BRANCH_ENTRY..HEADER + (i + 1) * BRANCH_ENTRY];
+            let key = Key::read(e);
+            check_order(key)?;
+            v.push(ChildRef { key, crc: get_u32(e, 36), offset: get_u64(e, 40) });
+        }
+        Ok(Page::Branch(v))
+    }
+}
+
+fn encode_leaf(entries: &[(Key, Entry)], page_size: usize) -> Vec<u8> {
+    let mut b = vec![0u8; page_size];
+    b[..4].copy_from_slice(MAGIC);
+    b[4] = 0;
+    put_u16(&mut b, 6, entries.len() as u16);
+    for (i, (key, entry)) in entries.iter().enumerate() {
+        let e = &mut b[HEADER + i * LEAF_ENTRY..HEADER + (i + 1) * LEAF_ENTRY];
+        key.write(e);
+        match *entry {
+            Entry::Stored { codec, slot, offset, length, crc } => {
+                e[36] = KIND_STORED;
+                e[37] = codec;
+                put_u16(e, 38, slot);
+                put_u64(e, 40, offset);
+                put_u32(e, 48, length);
+                put_u32(e, 52, crc);
+            }
+            Entry::Constant { value } => {
+                e[36] = KIND_CONSTANT;
+                e[56..64].copy_from_slice(&value);
+            }
+            Entry::Fill => e[36] = KIND_FILL,
+        }
+    }
+    seal(&mut b);
+    b
+}
+
+fn encode_branch(children: &[ChildRef], level: u8, page_size: usize) -> Vec<u8> {
+    let mut b = vec![0u8; page_size];
+    b[..4].copy_from_slice(MAGIC);
+    b[4] = level;
+    put_u16(&mut b, 6, children.len() as u16);
+    for (i, c) in children.iter().enumerate() {
+        let e = &mut b[HEADER + i * BRANCH_ENTRY..HEADER + (i + 1) * BRANCH_ENTRY];
+        c.key.write(e);
+        put_u32(e, 36, c.crc);
+        put_u64(e, 40, c.offset);
+    }
+    seal(&mut b);
+    b
+}
+
+fn seal(b: &mut [u8]) {
+    let p = b.len();
+    let crc = crc32(&b[..p - TRAILER]);
+    put_u32(b, p - TRAILER, crc);
+}
+
+/// Reads pages of a committed tree, with a bounded cache of decoded pages.
+pub(crate) struct PageReader {
+    pub page_size: u32,
+    /// Pages must lie entirely below this offset (the committed end of the file).
+    pub limit: u64,
+    /// Decoded pages by (offset, CRC, level): the level is part of the key so
+    /// that a cached page is only ever returned at the level it was checked at.
+    cache: Mutex<HashMap<(u64, u32, u8), Arc<Page>>>,
+}
+
+/// Most decoded pages kept per reader (about 4 MiB of 4 KiB pages).
+const CACHE_PAGES: usize = 1024;
+
+impl PageReader {
+    pub(crate) fn new(page_size: u32, limit: u64) -> PageReader {
+        PageReader { page_size, limit, cache: Mutex::new(HashMap::new()) }
+    }
+
+    fn load(&self, storage: &dyn Storage, r: &ChildRef, level: u8) -> Result<Arc<Page>> {
+        let cache_key = (r.offset, r.crc, level);
+        if let Some(p) = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&cache_key) {
+            return Ok(p.clone());
+        }
+        let ps = u64::from(self.page_size);
+        if r.offset.checked_add(ps).is_none_or(|end| end > self.limit) {
+            return Err(Error::corrupt(
+                "index page",
+                0,
+                r.offset,
+                format!("page of {ps} bytes lies beyond the committed end of the file ({:#x})", self.limit),
+            ));
+        }
+        let mut buf = vec![0u8; ps as usize];
+        storage.read_at(r.offset, &mut buf).map_err(|e| Error::io(format!("reading index page at offset {:#x}", r.offset), e))?;
+        let page = Arc::new(decode_page(&buf, r.offset, level, Some(r.crc))?);
+        let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if cache.len() >= CACHE_PAGES {
+            cache.clear();
+        }
+        cache.insert(cache_key, page.clone());
+        Ok(page)
+    }
+
+    /// Finds the entry for `key`, reading at most `root.level + 1` pages.
+    pub(crate) fn lookup(&self, storage: &dyn Storage, root: Option<Root>, key: &Key) -> Result<Option<Entry>> {
+        let Some(root) = root else { return Ok(None) };
+        let mut r = ChildRef { key: *key, offset: root.offset, crc: root.crc };
+        let mut level = root.level;
+        loop {
+            let page = self.load(storage, &r, level)?;
+            match &*page {
+                Page::Leaf(entries) => {
+                    return Ok(entries.binary_search_by(|(k, _)| k.cmp(key)).ok().map(|i| entries[i].1));
+                }
+                Page::Branch(children) => {
+                    let i = children.partition_point(|c| c.key <= *key);
+                    if i == 0 {
+                        return Ok(None);
+                    }
+                    r = children[i - 1];
+                    level = child_level(level, r.offset)?;
+                }
+            }
+        }
+    }
+
+    /// Calls `f` for every entry of the tree in key order.
+    pub(crate) fn for_each(&self, storage: &dyn Storage, root: Option<Root>, f: &mut dyn FnMut(&Key, &Entry) -> Result<()>) -> Result<()> {
+        fn walk(pr: &PageReader, s: &dyn Storage, r: &ChildRef, level: u8, f: &mut dyn FnMut(&Key, &Entry) -> Result<()>) -> Result<()> {
+            match &*pr.load(s, r, level)? {
+                Page::Leaf(entries) => entries.iter().try_for_each(|(k, e)| f(k, e)),
+                Page::Branch(children) => {
+                    let below = child_level(level, r.offset)?;
+                    children.iter().try_for_each(|c| walk(pr, s, c, below, f))
+                }
+            }
+        }
+        match root {
+            None => Ok(()),
+            Some(root) => {
+                walk(self, storage, &ChildRef { key: Key { layer: 0, coords: [0; 8] }, offset: root.offset, crc: root.crc }, root.level, f)
+            }
+        }
+    }
+}
+
+/// The level of a branch page's children. Decoding guarantees a branch has
+/// level >= 1; this check keeps that true even if it were not.
+fn child_level(level: u8, offset: u64) -> Result<u8> {
+    level.checked_sub(1).ok_or_else(|| Error::corrupt("index page", 0, offset, "a leaf-level page has children"))
+}
+
+/// Collects new pages to be appended at the end of the file in one write.
+pub(crate) struct PageWriter {
+    pub page_size: usize,
+    /// Offset of the first byte of `buf` in the file.
+    pub base: u64,
+    pub buf: Vec<u8>,
+}
+
+impl PageWriter {
+    fn append(&mut self, page: &[u8]) -> (u64, u32) {
+        let offset = self.base + self.buf.len() as u64;
+        self.buf.extend_from_slice(page);
+        (offset, get_u32(page, page.len() - TRAILER))
+    }
+
+    fn write_leaves(&mut self, entries: &[(Key, Entry)]) -> Vec<ChildRef> {
+        let cap = leaf_capacity(self.page_size);
+        let pages = entries.len().div_ceil(cap);
+        split_even(entries.len(), pages)
+            .map(|r| {
+                let part = &entries[r];
+                let page = encode_leaf(part, self.page_size);
+                let (offset, crc) = self.append(&page);
+                ChildRef { key: part[0].0, offset, crc }
+            })
+            .collect()
+    }
+
+    fn write_branches(&mut self, children: &[ChildRef], level: u8) -> Vec<ChildRef> {
+        let cap = branch_capacity(self.page_size);
+        let pages = children.len().div_ceil(cap);
+        split_even(children.len(), pages)
+            .map(|r| {
+                let part = &children[r];
+                let page = encode_branch(part, level, self.page_size);
+                let (offset, crc) = self.append(&page);
+                ChildRef { key: part[0].key, offset, crc }
+            })
+            .collect()
+    }
+}
+
+/// Splits 0..n into `parts` contiguous ranges whose lengths differ by at most one.
+fn split_even(n: usize, parts: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    (0..parts).map(move |i| (i * n / parts)..((i + 1) * n / parts))
+}
+
+/// Merges sorted `changes` into the tree at `root`, writing new pages to `w`
+/// (copy-on-write: pages without changes are shared with the old tree).
+/// Returns the new root and the number of keys that were not in the tree before.
+pub(crate) fn merge(
+    reader: &PageReader,
+    storage: &dyn Storage,
+    root: Option<Root>,
+    changes: &[(Key, Entry)],
+    w: &mut PageWriter,
+) -> Result<(Option<Root>, u64)> {
+    let mut added = 0u64;
+    let (mut refs, mut level) = match root {
+        None if changes.is_empty() => return Ok((None, 0)),
+        None => {
+            added = changes.len() as u64;
+            (w.write_leaves(changes), 0)
+        }
+        Some(_) if changes.is_empty() => return Ok((root, 0)),
+        Some(root) => {
+            let r = ChildRef { key: changes[0].0, offset: root.offset, crc: root.crc };
+            (merge_node(reader, storage, &r, root.level, changes, w, &mut added)?, root.level)
+        }
+    };
+    while refs.len() > 1 {
+        if level >= MAX_LEVEL {
+            return Err(Error::new(crate::ErrorKind::OutOfRange, "chunk index would exceed its maximum depth"));
+        }
+        level += 1;
+        refs = w.write_branches(&refs, level);
+    }
+    Ok((Some(Root { offset: refs[0].offset, crc: refs[0].crc, level }), added))
+}
+
+fn merge_node(
+    reader: &PageReader,
+    storage: &dyn Storage,
+    r: &ChildRef,
+    level: u8,
+    changes: &[(Key, Entry)],
+    w: &mut PageWriter,
+    added: &mut u64,
+) -> Result<Vec<ChildRef>> {
+    let page = reader.load(storage, r, level)?;
+    match &*page {
+        Page::Leaf(entries) => {
+            let mut merged = Vec::with_capacity(entries.len() + changes.len());
+            let (mut i, mut j) = (0, 0);
+            while i < entries.len() || j < changes.len() {
+                let take_change = j < changes.len() && (i >= entries.len() || changes[j].0 <= entries[i].0);
+                if take_change {
+                    if i < entries.len() && entries[i].0 == changes[j].0 {
+                        i += 1; // replaced
+                    } else {
+                        *added += 1;
+                    }
+                    merged.push(changes[j]);
+                    j += 1;
+                } else {
+                    merged.push(entries[i]);
+                    i += 1;
+                }
+            }
+            Ok(w.write_leaves(&merged))
+        }
+        Page::Branch(children) => {
+            let mut out = Vec::with_capacity(children.len() + 1);
+            let mut start = 0;
+            for (i, child) in children.iter().enumerate() {
+                // Keys below children[1] go to child 0, including those below its own first key.
+                let end = match children.get(i + 1) {
+                    Some(next) => start + changes[start..].partition_point(|(k, _)| *k < next.key),
+                    None => changes.len(),
+                };
+                if start == end {
+                    out.push(*child);
+                } else {
+                    out.extend(merge_node(reader, storage, child, child_level(level, r.offset)?, &changes[start..end], w, added)?);
+                }
+                start = end;
+            }
+            Ok(w.write_branches(&out, level))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::MemoryStorage;
+
+    fn key(layer: u32, c: u32) -> Key {
+        Key { layer, coords: [c / 1000, c % 1000, 0, 0, 0, 0, 0, 0] }
+    }
+
+    fn commit(s: &MemoryStorage, root: Option<Root>, changes: &[(Key, Entry)]) -> (Option<Root>, u64) {
+        let base = s.len().unwrap();
+        let reader = PageReader::new(DEFAULT_PAGE, base);
+        let mut w = PageWriter { page_size: DEFAULT_PAGE as usize, base, buf: Vec::new() };
+        let out = merge(&reader, s, root, changes, &mut w).unwrap();
+        s.write_at(base, &w.buf).unwrap();
+        out
+    }
+
+    #[test]
+    fn cow_merges_match_a_btreemap() {
+        let s = MemoryStorage::new();
+        s.write_at(0, &[0u8; 64]).unwrap();
+        let mut model = std::collections::BTreeMap::new();
+        let mut root = None;
+        let mut x = 12345u64;
+        for round in 0..20 {
+            let mut changes = std::collections::BTreeMap::new();
+            for _ in 0..(1 + round * 97 % 700) {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let k = key((x >> 60) as u32, ((x >> 20) % 50_000) as u32);
+                let e = Entry::Constant { value: x.to_le_bytes() };
+                changes.insert(k, e);
+            }
+            let changes: Vec<_> = changes.into_iter().collect();
+            let before = model.len();
+            model.extend(changes.iter().copied());
+            let (r, added) = commit(&s, root, &changes);
+            root = r;
+            assert_eq!(added as usize, model.len() - before);
+        }
+        let reader = PageReader::new(DEFAULT_PAGE, s.len().unwrap());
+        assert!(root.unwrap().level >= 2, "the test should build a tree with branches");
+        for (k, e) in &model {
+            assert_eq!(reader.lookup(&s, root, k).unwrap(), Some(*e));
+        }
+        assert_eq!(reader.lookup(&s, root, &key(99, 1)).unwrap(), None);
+        let mut all = Vec::new();
+        reader
+            .for_each(&s, root, &mut |k, e| {
+                all.push((*k, *e));
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(all, model.into_iter().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn damaged_pages_are_reported_with_offsets() {
+        let s = MemoryStorage::new();
+        s.write_at(0, &[0u8; 64]).unwrap();
+        let changes: Vec<_> = (0..500).map(|c| (key(0, c), Entry::Fill)).collect();
+        let (root, _) = commit(&s, None, &changes);
+        let root = root.unwrap();
+        let mut bytes = s.to_bytes();
+        bytes[root.offset as usize + 100] ^= 1;
+        let bad = MemoryStorage::from_bytes(&bytes);
+        let reader = PageReader::new(DEFAULT_PAGE, bytes.len() as u64);
+        let e = reader.lookup(&bad, Some(root), &key(0, 3)).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Corrupt);
+        assert_eq!(e.location().unwrap().offset, root.offset);
+        assert!(e.to_string().contains("CRC32 mismatch"), "{e}");
+    }
+
+    /// Chooses 4 bytes at `patch` so that the page's CRC32 equals the value
+    /// at `target` (a field inside the checksummed bytes): CRC32 is affine
+    /// over GF(2), so the 32 patch bits solve a linear system.
+    fn forge_self_crc(page: &mut [u8], target: usize, patch: usize) {
+        let body = page.len() - TRAILER;
+        let want = get_u32(page, target);
+        page[patch..patch + 4].fill(0);
+        let base = crc32(&page[..body]);
+        // Column i: how flipping patch bit i changes the CRC.
+        let mut rows: Vec<(u32, u32)> = (0..32)
+            .map(|i| {
+                page[patch + i / 8] ^= 1 << (i % 8);
+                let d = crc32(&page[..body]) ^ base;
+                page[patch + i / 8] ^= 1 << (i % 8);
+                (d, 1u32 << i)
+            })
+            .collect();
+        // Gaussian elimination: find patch bits whose CRC effect is want ^ base.
+        let mut goal = want ^ base;
+        let mut chosen = 0u32;
+        for bit in 0..32 {
+            let Some(p) = (0..rows.len()).find(|&r| rows[r].0 >> bit & 1 == 1) else { continue };
+            let pivot = rows.remove(p);
+            for r in rows.iter_mut() {
+                if r.0 >> bit & 1 == 1 {
+                    *r = (r.0 ^ pivot.0, r.1 ^ pivot.1);
+                }
+            }
+            if goal >> bit & 1 == 1 {
+                goal ^= pivot.0;
+                chosen ^= pivot.1;
+            }
+        }
+        assert_eq!(goal, 0, "the linear system has a solution");
+        put_u32(page, patch, chosen);
+        seal(page);
+        assert_eq!(get_u32(page, page.len() - TRAILER), want);
+    }
+
+    #[test]
+    fn a_forged_page_that_is_its_own_child_ends_the_descent() {
+        // A level-1 branch whose only child is itself, with its own (forged)
+        // CRC recorded as the child's: the parent's CRC check passes, so only
+        // the level check stands between the reader and an endless descent.
+        let mut page = vec![0u8; DEFAULT_PAGE as usize];
+        page[..4].copy_from_slice(MAGIC);
+        page[4] = 1;
+        put_u16(&mut page, 6, 1);
+        put_u64(&mut page, HEADER + 40, 0);
+        put_u32(&mut page, HEADER + 36, 0x1234_5678);
+        forge_self_crc(&mut page, HEADER + 36, 1000);
+        let b = MemoryStorage::new();
+        b.write_at(0, &page).unwrap();
+        let reader = PageReader::new(DEFAULT_PAGE, DEFAULT_PAGE as u64);
+        let root = Some(Root { offset: 0, crc: 0x1234_5678, level: 1 });
+        for _ in 0..2 {
+            // Twice: the second time the page comes from the cache.
+            let e = reader.lookup(&b, root, &key(0, 0)).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::Corrupt);
+            assert!(e.to_string().contains("level 1 where level 0 was expected"), "{e}");
+            assert!(reader.for_each(&b, root, &mut |_, _| Ok(())).is_err());
+        }
+    }
+
+    #[test]
+    fn a_page_pointing_at_itself_is_refused() {
+        // A branch at level 1 whose only child is itself: its level check fails.
+        let b = MemoryStorage::new();
+        let mut page = vec![0u8; DEFAULT_PAGE as usize];
+        page[..4].copy_from_slice(MAGIC);
+        page[4] = 1;
+        put_u16(&mut page, 6, 1);
+        put_u64(&mut page, HEADER + 40, 0);
+        seal(&mut page);
+        let crc = get_u32(&page, page.len() - 4);
+        put_u32(&mut page, HEADER + 36, crc);
+        seal(&mut page);
+        b.write_at(0, &page).unwrap();
+        let crc = get_u32(&page, page.len() - 4);
+        let reader = PageReader::new(DEFAULT_PAGE, DEFAULT_PAGE as u64);
+        let e = reader.lookup(&b, Some(Root { offset: 0, crc, level: 1 }), &key(0, 0)).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Corrupt);
+    }
+}

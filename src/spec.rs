@@ -1,0 +1,784 @@
+//! The format as data, with no I/O: the version line, data types, fill
+//! values, codecs, and the JSON descriptor with its validation.
+//!
+//! Each descriptor type follows SPEC.md section 3 field by field. Parsing
+//! validates everything a later step relies on (shapes, sizes, names), so
+//! that the rest of the library can index with the numbers it finds here.
+
+use crate::error::{invalid, Error, ErrorKind, Result};
+use crate::wire;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The first bytes of every container: the magic word and a space.
+pub const MAGIC: &[u8] = b"VDS ";
+/// The major version this library writes and reads. A file with another major version is refused.
+pub const FORMAT_MAJOR: u16 = 1;
+/// The minor version this library writes. Files of any minor version of major 1 are read.
+pub const FORMAT_MINOR: u16 = 0;
+/// The most axes a dataset may have (the chunk key holds this many coordinates).
+pub const MAX_DIMS: usize = 8;
+/// The largest uncompressed chunk, in bytes (256 MiB).
+pub const MAX_CHUNK_BYTES: u64 = 256 << 20;
+/// The most variables a dataset may have (the layer key gives them 16 bits).
+pub const MAX_VARIABLES: usize = 65_535;
+/// The longest descriptor accepted, in bytes (64 MiB).
+pub const MAX_DESCRIPTOR_BYTES: u64 = 64 << 20;
+
+/// The version line, "VDS 1.0\n".
+pub(crate) fn version_line() -> String {
+    format!("VDS {FORMAT_MAJOR}.{FORMAT_MINOR}\n")
+}
+
+/// Parses the version line (without its newline) into (major, minor).
+pub(crate) fn parse_version_line(line: &[u8]) -> Result<(u16, u16)> {
+    let bad = || {
+        Error::corrupt(
+            "version line",
+            0,
+            0,
+            format!(
+                "not a libvds container: expected \"VDS <major>.<minor>\", found {:?}",
+                String::from_utf8_lossy(&line[..line.len().min(32)])
+            ),
+        )
+    };
+    let rest = line.strip_prefix(MAGIC).ok_or_else(bad)?;
+    let text = std::str::from_utf8(rest).map_err(|_| bad())?;
+    let (ma, mi) = text.split_once('.').ok_or_else(bad)?;
+    let digits = |s: &str| !s.is_empty() && s.len() <= 5 && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(ma) || !digits(mi) {
+        return Err(bad());
+    }
+    let major: u16 = ma.parse().map_err(|_| bad())?;
+    let minor: u16 = mi.parse().map_err(|_| bad())?;
+    if major != FORMAT_MAJOR {
+        return Err(Error::new(
+            ErrorKind::UnsupportedVersion,
+            format!("file format version {major}.{minor} is not supported: this library reads major version {FORMAT_MAJOR}"),
+        ));
+    }
+    Ok((major, minor))
+}
+
+/// The element type of a variable. All multi-byte types are little-endian on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DType {
+    /// Signed 8-bit integer.
+    Int8,
+    /// Signed 16-bit integer.
+    Int16,
+    /// Signed 32-bit integer.
+    Int32,
+    /// Signed 64-bit integer.
+    Int64,
+    /// Unsigned 8-bit integer.
+    UInt8,
+    /// Unsigned 16-bit integer.
+    UInt16,
+    /// Unsigned 32-bit integer.
+    UInt32,
+    /// Unsigned 64-bit integer.
+    UInt64,
+    /// IEEE 754 binary32.
+    Float32,
+    /// IEEE 754 binary64.
+    Float64,
+    /// Boolean: one bit per value on disk, one byte (0 or 1) per value in memory.
+    Bool,
+}
+
+impl DType {
+    /// Every data type, in the order of their descriptor names in SPEC.md.
+    pub const ALL: [DType; 11] = [
+        DType::Int8,
+        DType::Int16,
+        DType::Int32,
+        DType::Int64,
+        DType::UInt8,
+        DType::UInt16,
+        DType::UInt32,
+        DType::UInt64,
+        DType::Float32,
+        DType::Float64,
+        DType::Bool,
+    ];
+
+    /// The name used in the descriptor ("int8", ..., "float64", "bool").
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Int8 => "int8",
+            DType::Int16 => "int16",
+            DType::Int32 => "int32",
+            DType::Int64 => "int64",
+            DType::UInt8 => "uint8",
+            DType::UInt16 => "uint16",
+            DType::UInt32 => "uint32",
+            DType::UInt64 => "uint64",
+            DType::Float32 => "float32",
+            DType::Float64 => "float64",
+            DType::Bool => "bool",
+        }
+    }
+
+    /// The data type with the given descriptor name.
+    ///
+    /// # Errors
+    /// `UnsupportedFeature` when the name is not one of SPEC.md's types.
+    pub fn from_name(name: &str) -> Result<DType> {
+        DType::ALL
+            .into_iter()
+            .find(|d| d.name() == name)
+            .ok_or_else(|| Error::new(ErrorKind::UnsupportedFeature, format!("unknown data type {name:?}")))
+    }
+
+    /// Bytes per element in memory (1 for bool).
+    pub fn size(self) -> usize {
+        match self {
+            DType::Int8 | DType::UInt8 | DType::Bool => 1,
+            DType::Int16 | DType::UInt16 => 2,
+            DType::Int32 | DType::UInt32 | DType::Float32 => 4,
+            DType::Int64 | DType::UInt64 | DType::Float64 => 8,
+        }
+    }
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A single value of any data type: a fill value or a constant chunk's value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum Scalar {
+    /// A signed integer.
+    Int(i64),
+    /// An unsigned integer.
+    UInt(u64),
+    /// A floating-point number (NaN and infinities allowed).
+    Float(f64),
+    /// A boolean.
+    Bool(bool),
+}
+
+macro_rules! scalar_from {
+    ($($t:ty => $v:ident as $c:ty),*) => {$(
+        impl From<$t> for Scalar {
+            fn from(x: $t) -> Scalar { Scalar::$v(x as $c) }
+        }
+    )*};
+}
+scalar_from!(i8 => Int as i64, i16 => Int as i64, i32 => Int as i64, i64 => Int as i64,
+             u8 => UInt as u64, u16 => UInt as u64, u32 => UInt as u64, u64 => UInt as u64,
+             f32 => Float as f64, f64 => Float as f64);
+impl From<bool> for Scalar {
+    fn from(x: bool) -> Scalar {
+        Scalar::Bool(x)
+    }
+}
+
+impl Scalar {
+    /// Encodes the value as one element of `dtype`, little-endian, in the
+    /// first `dtype.size()` bytes of the result (the rest zero).
+    ///
+    /// # Errors
+    /// `InvalidArgument` when the value does not fit the type exactly
+    /// (out of range, a fraction for an integer type, a number for bool).
+    pub fn to_element(self, dtype: DType) -> Result<[u8; 8]> {
+        let mut out = [0u8; 8];
+        let unfit = || invalid(format!("value {self:?} does not fit data type {dtype}"));
+        // Integers are carried as i128 so that every i64 and u64 compares exactly.
+        let int: Option<i128> = match self {
+            Scalar::Int(v) => Some(i128::from(v)),
+            Scalar::UInt(v) => Some(i128::from(v)),
+            Scalar::Float(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 2f64.powi(64) => Some(f as i128),
+            _ => None,
+        };
+        macro_rules! put_int {
+            ($t:ty) => {{
+                let v = int.ok_or_else(unfit)?;
+                let v = <$t>::try_from(v).map_err(|_| unfit())?;
+                out[..std::mem::size_of::<$t>()].copy_from_slice(&v.to_le_bytes());
+            }};
+        }
+        match dtype {
+            DType::Int8 => put_int!(i8),
+            DType::Int16 => put_int!(i16),
+            DType::Int32 => put_int!(i32),
+            DType::Int64 => put_int!(i64),
+            DType::UInt8 => put_int!(u8),
+            DType::UInt16 => put_int!(u16),
+            DType::UInt32 => put_int!(u32),
+            DType::UInt64 => put_int!(u64),
+            DType::Float32 | DType::Float64 => {
+                let f = match self {
+                    Scalar::Float(f) => f,
+                    // Integers must convert exactly (2^53 + 1 has no binary64 value).
+                    Scalar::Int(v) if (v as f64) as i128 == i128::from(v) => v as f64,
+                    Scalar::UInt(v) if (v as f64) as i128 == i128::from(v) => v as f64,
+                    _ => return Err(unfit()),
+                };
+                if dtype == DType::Float32 {
+                    let g = f as f32;
+                    if f.is_finite() && (g as f64) != f {
+                        return Err(unfit());
+                    }
+                    out[..4].copy_from_slice(&g.to_le_bytes());
+                } else {
+                    out.copy_from_slice(&f.to_le_bytes());
+                }
+            }
+            DType::Bool => match self {
+                Scalar::Bool(b) => out[0] = u8::from(b),
+                _ => return Err(unfit()),
+            },
+        }
+        Ok(out)
+    }
+
+    /// Decodes one little-endian element of `dtype` from `bytes[..dtype.size()]`.
+    pub fn from_element(dtype: DType, bytes: &[u8; 8]) -> Scalar {
+        let b = bytes;
+        match dtype {
+            DType::Int8 => Scalar::Int(i64::from(b[0] as i8)),
+            DType::Int16 => Scalar::Int(i64::from(i16::from_le_bytes([b[0], b[1]]))),
+            DType::Int32 => Scalar::Int(i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+            DType::Int64 => Scalar::Int(i64::from_le_bytes(*b)),
+            DType::UInt8 => Scalar::UInt(u64::from(b[0])),
+            DType::UInt16 => Scalar::UInt(u64::from(u16::from_le_bytes([b[0], b[1]]))),
+            DType::UInt32 => Scalar::UInt(u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+            DType::UInt64 => Scalar::UInt(u64::from_le_bytes(*b)),
+            DType::Float32 => Scalar::Float(f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+            DType::Float64 => Scalar::Float(f64::from_le_bytes(*b)),
+            DType::Bool => Scalar::Bool(b[0] != 0),
+        }
+    }
+
+    /// The descriptor's JSON form: a number, a boolean, or for non-finite
+    /// floats one of the strings "NaN", "Infinity", "-Infinity".
+    pub(crate) fn to_json(self) -> Value {
+        match self {
+            Scalar::Int(v) => Value::from(v),
+            Scalar::UInt(v) => Value::from(v),
+            Scalar::Bool(v) => Value::from(v),
+            Scalar::Float(f) if f.is_nan() => Value::from("NaN"),
+            Scalar::Float(f) if f == f64::INFINITY => Value::from("Infinity"),
+            Scalar::Float(f) if f == f64::NEG_INFINITY => Value::from("-Infinity"),
+            Scalar::Float(f) => Value::from(f),
+        }
+    }
+
+    /// Parses the descriptor's JSON form (see [`Scalar::to_json`]).
+    pub(crate) fn from_json(v: &Value) -> Option<Scalar> {
+        match v {
+            Value::Bool(b) => Some(Scalar::Bool(*b)),
+            Value::Number(n) => {
+                n.as_u64().map(Scalar::UInt).or_else(|| n.as_i64().map(Scalar::Int)).or_else(|| n.as_f64().map(Scalar::Float))
+            }
+            Value::String(s) => match s.as_str() {
+                "NaN" => Some(Scalar::Float(f64::NAN)),
+                "Infinity" => Some(Scalar::Float(f64::INFINITY)),
+                "-Infinity" => Some(Scalar::Float(f64::NEG_INFINITY)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
+/// The compression stage of a variable's codec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Compression {
+    /// Chunks are stored as their raw little-endian bytes.
+    None,
+    /// zlib-wrapped deflate (RFC 1950), level 0 (fastest) to 9 (smallest).
+    Deflate {
+        /// Compression level, 0..=9.
+        level: u8,
+    },
+}
+
+/// How a variable's chunks are encoded: an optional byte shuffle, then compression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Codec {
+    /// The compression stage.
+    pub compression: Compression,
+    /// Byte-shuffle multi-byte elements before compression (ignored for 1-byte types).
+    pub shuffle: bool,
+}
+
+impl Codec {
+    /// No compression, no shuffle.
+    pub const NONE: Codec = Codec { compression: Compression::None, shuffle: false };
+
+    /// Deflate at `level` (clamped to 9) with the byte shuffle on, which
+    /// usually helps multi-byte numeric data.
+    pub fn deflate(level: u8) -> Codec {
+        Codec { compression: Compression::Deflate { level: level.min(9) }, shuffle: true }
+    }
+
+    /// The same codec with the shuffle set to `on`.
+    #[must_use]
+    pub fn with_shuffle(self, on: bool) -> Codec {
+        Codec { shuffle: on, ..self }
+    }
+}
+
+/// Codec as it appears in the descriptor: `{"id":"deflate","level":6,"shuffle":true}`.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub(crate) struct CodecJson {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<u8>,
+    #[serde(default)]
+    pub shuffle: bool,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl CodecJson {
+    pub(crate) fn from_codec(c: Codec) -> CodecJson {
+        let (id, level) = match c.compression {
+            Compression::None => ("none", None),
+            Compression::Deflate { level } => ("deflate", Some(level)),
+        };
+        CodecJson { id: id.into(), level, shuffle: c.shuffle, extra: Map::new() }
+    }
+
+    pub(crate) fn to_codec(&self, var: &str) -> Result<Codec> {
+        let compression = match (self.id.as_str(), self.level) {
+            ("none", None) => Compression::None,
+            ("none", Some(_)) => return Err(descriptor_error(format!("variable {var:?}: codec \"none\" takes no \"level\""))),
+            ("deflate", Some(level)) if level <= 9 => Compression::Deflate { level },
+            ("deflate", other) => {
+                return Err(descriptor_error(format!("variable {var:?}: deflate needs \"level\" 0..=9, found {other:?}")))
+            }
+            (id, _) => return Err(Error::new(ErrorKind::UnsupportedFeature, format!("variable {var:?}: unknown codec {id:?}"))),
+        };
+        Ok(Codec { compression, shuffle: self.shuffle })
+    }
+}
+
+/// The feature flags of a file, in the manner of ext4: names this library must
+/// know to write (`ro_compat`) or to read at all (`incompat`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+pub(crate) struct FeaturesJson {
+    #[serde(default)]
+    pub compat: Vec<String>,
+    #[serde(default)]
+    pub ro_compat: Vec<String>,
+    #[serde(default)]
+    pub incompat: Vec<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Feature names this library knows. Format 1.0 defines none.
+pub(crate) const KNOWN_FEATURES: &[&str] = &[];
+
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub(crate) struct AxisJson {
+    pub name: String,
+    #[serde(default)]
+    pub unit: String,
+    pub samples: u64,
+    pub first: f64,
+    pub last: f64,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub(crate) struct VariableJson {
+    pub name: String,
+    #[serde(default)]
+    pub unit: String,
+    pub dtype: String,
+    pub axes: Vec<String>,
+    pub chunk: Vec<u64>,
+    pub fill: Value,
+    pub codec: CodecJson,
+    #[serde(default)]
+    pub attributes: Map<String, Value>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub(crate) struct SlotJson {
+    pub name: String,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// The descriptor, SPEC.md section 3.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub(crate) struct DescriptorJson {
+    pub format: String,
+    pub version: [u16; 2],
+    #[serde(default)]
+    pub features: FeaturesJson,
+    pub axes: Vec<AxisJson>,
+    pub variables: Vec<VariableJson>,
+    #[serde(default)]
+    pub slots: Vec<SlotJson>,
+    #[serde(default)]
+    pub attributes: Map<String, Value>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Why a descriptor failed its checks.
+enum Rule {
+    /// A structural rule is broken (the message says which).
+    Broken(String),
+    /// A data type or codec this library does not know.
+    Unsupported(Error),
+}
+
+impl From<String> for Rule {
+    fn from(s: String) -> Rule {
+        Rule::Broken(s)
+    }
+}
+
+fn descriptor_error(detail: String) -> Error {
+    Error::new(ErrorKind::Corrupt, format!("invalid descriptor: {detail}"))
+}
+
+/// One axis of a dataset: its name, unit, number of samples and the
+/// coordinates of its first and last sample.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Axis {
+    pub(crate) name: String,
+    pub(crate) unit: String,
+    pub(crate) samples: u64,
+    pub(crate) first: f64,
+    pub(crate) last: f64,
+}
+
+impl Axis {
+    /// An axis of `samples` samples with coordinates 0, 1, ..., samples - 1 and no unit.
+    pub fn new(name: &str, samples: u64) -> Axis {
+        Axis { name: name.into(), unit: String::new(), samples, first: 0.0, last: samples.saturating_sub(1) as f64 }
+    }
+    /// Sets the unit (e.g. "m", "ms").
+    #[must_use]
+    pub fn unit(mut self, unit: &str) -> Axis {
+        self.unit = unit.into();
+        self
+    }
+    /// Sets the coordinates of the first and last sample (samples are evenly spaced between them).
+    #[must_use]
+    pub fn coordinates(mut self, first: f64, last: f64) -> Axis {
+        self.first = first;
+        self.last = last;
+        self
+    }
+    /// The axis name, unique in its dataset.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The unit, possibly empty.
+    pub fn unit_str(&self) -> &str {
+        &self.unit
+    }
+    /// The number of samples.
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+    /// The coordinate of the first sample.
+    pub fn first(&self) -> f64 {
+        self.first
+    }
+    /// The coordinate of the last sample.
+    pub fn last(&self) -> f64 {
+        self.last
+    }
+}
+
+/// A variable (channel) of a dataset, as described by the descriptor.
+#[derive(Debug, Clone)]
+pub struct Variable {
+    pub(crate) name: String,
+    pub(crate) unit: String,
+    pub(crate) dtype: DType,
+    pub(crate) axes: Vec<usize>,
+    pub(crate) shape: Vec<u64>,
+    pub(crate) chunk: Vec<u64>,
+    /// Chunks along each axis: ceil(shape / chunk).
+    pub(crate) grid: Vec<u64>,
+    /// The fill value as one little-endian element.
+    pub(crate) fill: [u8; 8],
+    pub(crate) codec: Codec,
+    /// Elements per chunk.
+    pub(crate) chunk_elems: usize,
+}
+
+impl Variable {
+    /// The variable's name, unique in its dataset.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The unit, possibly empty.
+    pub fn unit(&self) -> &str {
+        &self.unit
+    }
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    /// Indices into the dataset's axes, slowest-varying first (SPEC.md section 2).
+    pub fn axes(&self) -> &[usize] {
+        &self.axes
+    }
+    /// The extent along each of the variable's axes.
+    pub fn shape(&self) -> &[u64] {
+        &self.shape
+    }
+    /// The chunk shape.
+    pub fn chunk_shape(&self) -> &[u64] {
+        &self.chunk
+    }
+    /// The number of chunks along each axis.
+    pub fn chunk_grid(&self) -> &[u64] {
+        &self.grid
+    }
+    /// The value read where nothing was written.
+    pub fn fill_value(&self) -> Scalar {
+        Scalar::from_element(self.dtype, &self.fill)
+    }
+    /// The codec new chunks are written with.
+    pub fn codec(&self) -> Codec {
+        self.codec
+    }
+    /// Bytes of one element in memory.
+    pub(crate) fn esize(&self) -> usize {
+        self.dtype.size()
+    }
+}
+
+/// Checks a name used for an axis, variable or attribute: non-empty, at most 255 bytes, no control characters.
+pub(crate) fn check_name(what: &str, name: &str) -> std::result::Result<(), String> {
+    if name.is_empty() || name.len() > 255 || name.chars().any(char::is_control) {
+        return Err(format!("{what} name {name:?} must be 1 to 255 bytes without control characters"));
+    }
+    Ok(())
+}
+
+/// Checks an external-file slot name: a relative path inside the container's
+/// directory (no absolute path, no `..`, no empty or `.` components, no
+/// backslash or colon).
+pub(crate) fn check_slot_name(name: &str) -> std::result::Result<(), String> {
+    check_name("slot", name)?;
+    if name.starts_with('/') || name.contains('\\') || name.contains(':') {
+        return Err(format!("slot name {name:?} must be a relative path without '\\' or ':'"));
+    }
+    if name.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+        return Err(format!("slot name {name:?} must not contain empty, '.' or '..' components"));
+    }
+    Ok(())
+}
+
+impl DescriptorJson {
+    /// Parses and validates descriptor bytes. Errors are `Corrupt` (malformed),
+    /// `UnsupportedVersion` or `UnsupportedFeature`. `read_only` receives whether
+    /// an unknown `ro_compat` feature forbids writing.
+    pub(crate) fn parse(bytes: &[u8]) -> Result<(DescriptorJson, Vec<Axis>, Vec<Variable>, bool)> {
+        let d: DescriptorJson = serde_json::from_slice(bytes).map_err(|e| descriptor_error(format!("not valid descriptor JSON: {e}")))?;
+        // Version and features first: a newer file may legitimately fail the
+        // checks below, and must then be reported as unsupported, not corrupt.
+        if d.format != "vds" {
+            return Err(descriptor_error(format!("\"format\" is {:?}, expected \"vds\"", d.format)));
+        }
+        if d.version[0] != FORMAT_MAJOR {
+            return Err(Error::new(
+                ErrorKind::UnsupportedVersion,
+                format!(
+                    "descriptor format version {}.{} is not supported (this library reads {FORMAT_MAJOR}.x)",
+                    d.version[0], d.version[1]
+                ),
+            ));
+        }
+        if let Some(f) = d.features.incompat.iter().find(|f| !KNOWN_FEATURES.contains(&f.as_str())) {
+            return Err(Error::new(ErrorKind::UnsupportedFeature, format!("file needs feature {f:?}, which this library does not know")));
+        }
+        let read_only = d.features.ro_compat.iter().any(|f| !KNOWN_FEATURES.contains(&f.as_str()));
+        let (axes, vars) = d.validate(ErrorKind::Corrupt)?;
+        Ok((d, axes, vars, read_only))
+    }
+
+    /// Checks every structural rule of SPEC.md section 3 and derives the typed
+    /// view. A broken rule is an error of kind `kind` (`Corrupt` for a file,
+    /// `InvalidArgument` for a builder); an unknown data type or codec is
+    /// `UnsupportedFeature` either way.
+    pub(crate) fn validate(&self, kind: ErrorKind) -> Result<(Vec<Axis>, Vec<Variable>)> {
+        self.check_rules().map_err(|e| match e {
+            Rule::Broken(detail) if kind == ErrorKind::Corrupt => descriptor_error(detail),
+            Rule::Broken(detail) => Error::new(kind, detail),
+            Rule::Unsupported(e) => e,
+        })
+    }
+
+    fn check_rules(&self) -> std::result::Result<(Vec<Axis>, Vec<Variable>), Rule> {
+        if self.axes.is_empty() || self.axes.len() > MAX_DIMS {
+            return Err(format!("a dataset has 1 to {MAX_DIMS} axes, found {}", self.axes.len()).into());
+        }
+        let mut axes = Vec::with_capacity(self.axes.len());
+        for (i, a) in self.axes.iter().enumerate() {
+            check_name("axis", &a.name)?;
+            if self.axes[..i].iter().any(|b| b.name == a.name) {
+                return Err(format!("axis name {:?} is used twice", a.name).into());
+            }
+            if a.samples == 0 || a.samples > u64::from(u32::MAX) * MAX_CHUNK_BYTES {
+                return Err(format!("axis {:?} has {} samples", a.name, a.samples).into());
+            }
+            if !a.first.is_finite() || !a.last.is_finite() {
+                return Err(format!("axis {:?} has non-finite coordinates", a.name).into());
+            }
+            axes.push(Axis { name: a.name.clone(), unit: a.unit.clone(), samples: a.samples, first: a.first, last: a.last });
+        }
+        if self.variables.is_empty() || self.variables.len() > MAX_VARIABLES {
+            return Err(format!("a dataset has 1 to {MAX_VARIABLES} variables, found {}", self.variables.len()).into());
+        }
+        let mut vars = Vec::with_capacity(self.variables.len());
+        for (i, v) in self.variables.iter().enumerate() {
+            check_name("variable", &v.name)?;
+            if self.variables[..i].iter().any(|w| w.name == v.name) {
+                return Err(format!("variable name {:?} is used twice", v.name).into());
+            }
+            let dtype = DType::from_name(&v.dtype).map_err(|e| Rule::Unsupported(e.context(format!("variable {:?}", v.name))))?;
+            if v.axes.is_empty() || v.axes.len() != v.chunk.len() {
+                return Err(format!("variable {:?} must name 1 or more axes and give a chunk extent for each", v.name).into());
+            }
+            let mut ax = Vec::with_capacity(v.axes.len());
+            for name in &v.axes {
+                let k = self
+                    .axes
+                    .iter()
+                    .position(|a| &a.name == name)
+                    .ok_or_else(|| format!("variable {:?} spans unknown axis {name:?}", v.name))?;
+                if ax.contains(&k) {
+                    return Err(format!("variable {:?} spans axis {name:?} twice", v.name).into());
+                }
+                ax.push(k);
+            }
+            let shape: Vec<u64> = ax.iter().map(|&k| axes[k].samples).collect();
+            let mut grid = Vec::with_capacity(ax.len());
+            for (d, (&c, &n)) in v.chunk.iter().zip(&shape).enumerate() {
+                if c == 0 {
+                    return Err(format!("variable {:?}: chunk extent along axis {d} is 0", v.name).into());
+                }
+                let g = wire::div_ceil(n, c);
+                if g > u64::from(u32::MAX) {
+                    return Err(format!("variable {:?}: more than 2^32-1 chunks along axis {d}", v.name).into());
+                }
+                grid.push(g);
+            }
+            let elems = wire::product(&v.chunk, "chunk element count").map_err(|e| format!("variable {:?}: {e}", v.name))?;
+            let bytes = elems.saturating_mul(dtype.size() as u64);
+            if bytes > MAX_CHUNK_BYTES {
+                return Err(format!("variable {:?}: a chunk of {bytes} bytes exceeds the limit of {MAX_CHUNK_BYTES}", v.name).into());
+            }
+            let fill = Scalar::from_json(&v.fill)
+                .ok_or_else(|| format!("variable {:?}: fill value {} is not a number, boolean or NaN/Infinity string", v.name, v.fill))?
+                .to_element(dtype)
+                .map_err(|e| format!("variable {:?}: fill value: {e}", v.name))?;
+            let codec = v.codec.to_codec(&v.name).map_err(|e| match e.kind() {
+                ErrorKind::UnsupportedFeature => Rule::Unsupported(e),
+                _ => Rule::Broken(e.message().trim_start_matches("invalid descriptor: ").to_string()),
+            })?;
+            vars.push(Variable {
+                name: v.name.clone(),
+                unit: v.unit.clone(),
+                dtype,
+                axes: ax,
+                shape,
+                chunk: v.chunk.clone(),
+                grid,
+                fill,
+                codec,
+                // Cannot fail: elems * size <= MAX_CHUNK_BYTES.
+                chunk_elems: elems as usize,
+            });
+        }
+        for (i, s) in self.slots.iter().enumerate() {
+            check_slot_name(&s.name)?;
+            if self.slots[..i].iter().any(|t| t.name == s.name) {
+                return Err(format!("external-file slot {:?} is listed twice", s.name).into());
+            }
+        }
+        if self.slots.len() > usize::from(u16::MAX) {
+            return Err(format!("at most {} external-file slots, found {}", u16::MAX, self.slots.len()).into());
+        }
+        Ok((axes, vars))
+    }
+
+    /// Checks that the serialized descriptor is one a reader accepts: at most
+    /// MAX_DESCRIPTOR_BYTES, and parseable (serde_json refuses nesting deeper than 128).
+    pub(crate) fn check_writable(&self) -> std::result::Result<Vec<u8>, String> {
+        let bytes = self.to_bytes();
+        if bytes.len() as u64 > MAX_DESCRIPTOR_BYTES {
+            return Err(format!("the descriptor would be {} bytes, more than the limit of {MAX_DESCRIPTOR_BYTES}", bytes.len()));
+        }
+        serde_json::from_slice::<DescriptorJson>(&bytes)
+            .map_err(|e| format!("the descriptor would not read back ({e}); are attributes nested too deeply?"))?;
+        Ok(bytes)
+    }
+
+    /// The descriptor as one line of compact JSON (no newline inside).
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+        // Serializing plain maps, strings and numbers cannot fail.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_line_round_trip() {
+        let line = version_line();
+        assert_eq!(line, "VDS 1.0\n");
+        assert_eq!(parse_version_line(line.trim_end().as_bytes()).unwrap(), (1, 0));
+        assert_eq!(parse_version_line(b"VDS 1.7").unwrap(), (1, 7));
+        assert_eq!(parse_version_line(b"VDS 2.0").unwrap_err().kind(), ErrorKind::UnsupportedVersion);
+        assert_eq!(parse_version_line(b"HDF 1.0").unwrap_err().kind(), ErrorKind::Corrupt);
+        assert_eq!(parse_version_line(b"VDS 1.").unwrap_err().kind(), ErrorKind::Corrupt);
+    }
+
+    #[test]
+    fn scalars_fit_or_fail() {
+        assert_eq!(Scalar::Int(-1).to_element(DType::Int8).unwrap()[0], 0xff);
+        assert!(Scalar::Int(-1).to_element(DType::UInt8).is_err());
+        assert!(Scalar::Int(300).to_element(DType::Int8).is_err());
+        assert!(Scalar::Float(0.5).to_element(DType::Int32).is_err());
+        assert!(Scalar::Float(0.1).to_element(DType::Float32).is_err());
+        assert!(Scalar::Float(f64::NAN).to_element(DType::Float32).is_ok());
+        assert!(Scalar::Int((1 << 53) + 1).to_element(DType::Float64).is_err());
+        assert!(Scalar::Int(1 << 53).to_element(DType::Float64).is_ok());
+        assert!(Scalar::UInt((1 << 24) + 1).to_element(DType::Float32).is_err());
+        assert_eq!(Scalar::UInt(u64::MAX).to_element(DType::UInt64).unwrap(), [0xff; 8]);
+        let e = Scalar::Float(-0.25).to_element(DType::Float64).unwrap();
+        assert_eq!(Scalar::from_element(DType::Float64, &e), Scalar::Float(-0.25));
+        for s in [Scalar::Float(f64::NAN), Scalar::Float(f64::INFINITY), Scalar::Float(f64::NEG_INFINITY)] {
+            let back = Scalar::from_json(&s.to_json()).unwrap();
+            assert_eq!(format!("{back:?}"), format!("{s:?}"));
+        }
+    }
+
+    #[test]
+    fn slot_names_are_confined() {
+        for bad in ["/etc/passwd", "../x", "a/../../b", "a//b", "./a", "c:\\x", "a\\b", ""] {
+            assert!(check_slot_name(bad).is_err(), "{bad}");
+        }
+        for good in ["data.vdx", "sub/dir/data.1"] {
+            assert!(check_slot_name(good).is_ok(), "{good}");
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! The storage layer: every byte libvds reads or writes goes through [`Storage`].
+//!
+//! Positional reads and writes only (no shared cursor), so one handle serves
+//! many reading threads. Tests put fault-injecting or in-memory layers here.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Mutex};
+
+/// A random-access byte store: a file, an in-memory buffer, or a test layer over either.
+#[allow(clippy::len_without_is_empty)]
+pub trait Storage: Send + Sync {
+    /// The current length in bytes.
+    ///
+    /// # Errors
+    /// Any I/O error of the underlying store.
+    fn len(&self) -> io::Result<u64>;
+    /// Fills `buf` from `offset`; reading past the end is an `UnexpectedEof` error.
+    ///
+    /// # Errors
+    /// Any I/O error, or `UnexpectedEof`.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    /// Writes all of `data` at `offset`, growing the store if needed.
+    ///
+    /// # Errors
+    /// Any I/O error (including a full disk).
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()>;
+    /// Truncates or extends the store to `len` bytes.
+    ///
+    /// # Errors
+    /// Any I/O error.
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Makes every completed write durable (fsync).
+    ///
+    /// # Errors
+    /// Any I/O error.
+    fn sync(&self) -> io::Result<()>;
+}
+
+/// A store on a local file.
+pub struct FileStorage {
+    file: File,
+}
+
+impl FileStorage {
+    /// Wraps an open file.
+    pub fn new(file: File) -> FileStorage {
+        FileStorage { file }
+    }
+}
+
+impl Storage for FileStorage {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.file.read_exact_at(buf, offset)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.file.write_all_at(data, offset)
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+    fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+}
+
+/// A store in memory; clones share the same bytes. For tests and scratch datasets.
+#[derive(Clone, Default)]
+pub struct MemoryStorage {
+    bytes: Arc<Mutex<Vec<u8>>>,
+}
+
+impl MemoryStorage {
+    /// An empty store.
+    pub fn new() -> MemoryStorage {
+        MemoryStorage::default()
+    }
+    /// A store holding a copy of `bytes`.
+    pub fn from_bytes(bytes: &[u8]) -> MemoryStorage {
+        MemoryStorage { bytes: Arc::new(Mutex::new(bytes.to_vec())) }
+    }
+    /// A copy of the current contents.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.lock().clone()
+    }
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<u8>> {
+        // A panic while holding the lock cannot leave the Vec in an unsafe state.
+        self.bytes.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Storage for MemoryStorage {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.lock().len() as u64)
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let b = self.lock();
+        let start = usize::try_from(offset).map_err(|_| io::ErrorKind::UnexpectedEof)?;
+        let end = start.checked_add(buf.len()).ok_or(io::ErrorKind::UnexpectedEof)?;
+        let src = b.get(start..end).ok_or(io::ErrorKind::UnexpectedEof)?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        let mut b = self.lock();
+        let start = usize::try_from(offset).map_err(|_| io::ErrorKind::OutOfMemory)?;
+        let end = start.checked_add(data.len()).ok_or(io::ErrorKind::OutOfMemory)?;
+        if b.len() < end {
+            b.resize(end, 0);
+        }
+        b[start..end].copy_from_slice(data);
+        Ok(())
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        let len = usize::try_from(len).map_err(|_| io::ErrorKind::OutOfMemory)?;
+        self.lock().resize(len, 0);
+        Ok(())
+    }
+    fn sync(&self) -> io::Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,121 @@
+//! Files written by each released format version stay readable. The files in
+//! tests/data/v1/ were written by format 1.0 with the code in `generate`
+//! below and are never rewritten: a change that breaks reading them breaks
+//! users' files. (`VDS_WRITE_GOLDEN=1 cargo test --test backward_compatibility`
+//! writes them, for a new format version's directory only.)
+
+mod common;
+use vds::serde_json::json;
+use vds::{Axis, Codec, DType, Dataset, DatasetBuilder, Order, Region, SlotPolicy, VariableBuilder};
+
+const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v1");
+
+fn amplitude(i: u64, j: u64, k: u64) -> f32 {
+    ((i as f32) * 0.3).sin() * ((j as f32) * 0.2).cos() + (k as f32) * 0.01
+}
+fn class(i: u64, j: u64) -> i16 {
+    ((i * 7 + j * 3) % 11) as i16 - 5
+}
+fn present(i: u64, j: u64) -> bool {
+    (i + j) % 3 != 0
+}
+fn counts(k: u64) -> u64 {
+    if k < 25 {
+        7
+    } else {
+        k * 1_000_000_007
+    }
+}
+
+fn generate(name: &str, huge_attribute: bool) {
+    let path = std::path::Path::new(DIR).join(name);
+    let mut b = DatasetBuilder::new();
+    b.axis(Axis::new("inline", 21).coordinates(100.0, 120.0))
+        .axis(Axis::new("crossline", 13).unit("m").coordinates(0.0, 300.0))
+        .axis(Axis::new("time", 35).unit("ms").coordinates(0.0, 136.0))
+        .variable(
+            VariableBuilder::new("amplitude", DType::Float32, &["inline", "crossline", "time"])
+                .chunk(&[8, 8, 8])
+                .codec(Codec::deflate(6))
+                .fill(f32::NAN)
+                .unit("Pa"),
+        )
+        .variable(VariableBuilder::new("class", DType::Int16, &["inline", "crossline"]).chunk(&[5, 6]).fill(-1))
+        .variable(VariableBuilder::new("present", DType::Bool, &["inline", "crossline"]).chunk(&[16, 16]).codec(Codec::deflate(9)))
+        .variable(VariableBuilder::new("counts", DType::UInt64, &["time"]).chunk(&[10]).attribute("note", "first chunks constant"))
+        .attribute("created_by", "format 1.0 golden file")
+        .external_slot(&format!("{name}.1"))
+        .overwrite(true);
+    let mut ds = b.create(&path).unwrap();
+    let mut amp = Vec::new();
+    for i in 0..21 {
+        for j in 0..13 {
+            for k in 0..35 {
+                amp.push(amplitude(i, j, k));
+            }
+        }
+    }
+    // Leave inline 20 unwritten so the fill value is exercised.
+    ds.write("amplitude", &Region::new(&[0, 0, 0], &[20, 13, 35]).unwrap(), Order::C, &amp[..20 * 13 * 35]).unwrap();
+    ds.commit().unwrap();
+    ds.set_slot_policy(SlotPolicy::RoundRobin(vec![0, 1])).unwrap();
+    let cls: Vec<i16> = (0..21 * 13).map(|x| class(x / 13, x % 13)).collect();
+    ds.write("class", &Region::full(&[21, 13]).unwrap(), Order::C, &cls).unwrap();
+    let pr: Vec<bool> = (0..21 * 13).map(|x| present(x / 13, x % 13)).collect();
+    ds.write("present", &Region::full(&[21, 13]).unwrap(), Order::C, &pr).unwrap();
+    let c: Vec<u64> = (0..35).map(counts).collect();
+    ds.write("counts", &Region::full(&[35]).unwrap(), Order::C, &c).unwrap();
+    ds.set_attribute("history", Some(json!(if huge_attribute { "h".repeat(30000) } else { "two commits".into() }))).unwrap();
+    ds.close().unwrap();
+}
+
+fn check(name: &str, huge_attribute: bool) {
+    let path = std::path::Path::new(DIR).join(name);
+    assert!(path.exists(), "{} is missing: golden files are committed, never regenerated", path.display());
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.axes().len(), 3);
+    assert_eq!(ds.axes()[1].unit_str(), "m");
+    assert_eq!(ds.axes()[2].last(), 136.0);
+    assert_eq!(ds.variables().len(), 4);
+    assert_eq!(ds.variable("amplitude").unwrap().unit(), "Pa");
+    assert_eq!(ds.external_slots(), vec![format!("{name}.1")]);
+    assert_eq!(ds.attributes()["created_by"], json!("format 1.0 golden file"));
+    assert_eq!(ds.attributes()["history"].as_str().unwrap().len(), if huge_attribute { 30000 } else { 11 });
+    assert_eq!(ds.variable_attributes("counts").unwrap()["note"], json!("first chunks constant"));
+    let amp: Vec<f32> = ds.read_vec("amplitude", &Region::full(&[21, 13, 35]).unwrap(), Order::Fortran).unwrap();
+    for i in 0..21 {
+        for j in 0..13 {
+            for k in 0..35 {
+                let got = amp[(i + 21 * (j + 13 * k)) as usize];
+                if i == 20 {
+                    assert!(got.is_nan(), "unwritten amplitude {i},{j},{k} is {got}");
+                } else {
+                    assert_eq!(got, amplitude(i, j, k), "amplitude {i},{j},{k}");
+                }
+            }
+        }
+    }
+    let cls: Vec<i16> = ds.read_vec("class", &Region::full(&[21, 13]).unwrap(), Order::C).unwrap();
+    assert!(cls.iter().enumerate().all(|(x, &v)| v == class(x as u64 / 13, x as u64 % 13)));
+    let pr: Vec<bool> = ds.read_vec("present", &Region::full(&[21, 13]).unwrap(), Order::C).unwrap();
+    assert!(pr.iter().enumerate().all(|(x, &v)| v == present(x as u64 / 13, x as u64 % 13)));
+    let c: Vec<u64> = ds.read_vec("counts", &Region::full(&[35]).unwrap(), Order::C).unwrap();
+    assert_eq!(c, (0..35).map(counts).collect::<Vec<_>>());
+    let s = ds.stats().unwrap();
+    // Constant: counts chunks 0 and 1 (k < 20), and class chunk (4, 2), whose valid part is the one element (20, 12).
+    assert_eq!((s.constant_chunks, s.fill_chunks), (3, 0), "{s:?}");
+}
+
+#[test]
+fn format_1_0_files_stay_readable() {
+    let files = [("golden-1.0.vds", false), ("golden-1.0-body-descriptor.vds", true)];
+    if std::env::var_os("VDS_WRITE_GOLDEN").is_some() {
+        std::fs::create_dir_all(DIR).unwrap();
+        for (name, huge) in files {
+            generate(name, huge);
+        }
+    }
+    for (name, huge) in files {
+        check(name, huge);
+    }
+}

@@ -1,0 +1,128 @@
+//! Helpers shared by the integration tests: scratch directories, a seeded
+//! random generator, and index arithmetic for reference arrays.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A fresh, empty scratch directory under the system temp dir, removed on drop.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!("vds-test-{}-{}-{}", name, std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.0.join(file)
+    }
+    pub fn dir(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// SplitMix64: small, seeded, good enough for test data and random regions.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in 0..n (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The seed for randomized tests: VDS_TEST_SEED if set, else a fixed default.
+pub fn seed(default: u64) -> u64 {
+    std::env::var("VDS_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+/// C-order linear index of `idx` in an array of `shape`.
+pub fn c_index(idx: &[u64], shape: &[u64]) -> usize {
+    idx.iter().zip(shape).fold(0u64, |acc, (&i, &n)| acc * n + i) as usize
+}
+
+/// Fortran-order linear index of `idx` in an array of `shape`.
+pub fn f_index(idx: &[u64], shape: &[u64]) -> usize {
+    idx.iter().zip(shape).rev().fold(0u64, |acc, (&i, &n)| acc * n + i) as usize
+}
+
+/// Calls `f` with every index of `shape`, in C order.
+pub fn for_each_index(shape: &[u64], mut f: impl FnMut(&[u64])) {
+    if shape.contains(&0) {
+        return;
+    }
+    let mut idx = vec![0u64; shape.len()];
+    loop {
+        f(&idx);
+        let mut d = shape.len();
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            idx[d] += 1;
+            if idx[d] < shape[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+}
+
+/// Extracts `region` (start, shape, step) of a C-order `reference` of `shape`, in the given order.
+pub fn extract<T: Copy + Default>(reference: &[T], shape: &[u64], start: &[u64], rshape: &[u64], step: &[u64], fortran: bool) -> Vec<T> {
+    let n: u64 = rshape.iter().product();
+    let mut out = vec![T::default(); n as usize];
+    for_each_index(rshape, |i| {
+        let g: Vec<u64> = (0..i.len()).map(|d| start[d] + i[d] * step[d]).collect();
+        let dst = if fortran { f_index(i, rshape) } else { c_index(i, rshape) };
+        out[dst] = reference[c_index(&g, shape)];
+    });
+    out
+}
+
+/// Writes `values` (laid out in the given order, shape `rshape`) into the C-order `reference`.
+pub fn insert<T: Copy>(reference: &mut [T], shape: &[u64], start: &[u64], rshape: &[u64], step: &[u64], values: &[T], fortran: bool) {
+    for_each_index(rshape, |i| {
+        let g: Vec<u64> = (0..i.len()).map(|d| start[d] + i[d] * step[d]).collect();
+        let src = if fortran { f_index(i, rshape) } else { c_index(i, rshape) };
+        reference[c_index(&g, shape)] = values[src];
+    });
+}
+
+/// Bitwise CRC32 (IEEE), independent of the library's, to re-seal structures the tests edit.
+pub fn crc32(data: &[u8]) -> u32 {
+    let mut crc = 0xFFFF_FFFFu32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
+
+/// The head length of a container: one past its second newline.
+pub fn head_len(bytes: &[u8]) -> usize {
+    let first = bytes.iter().position(|&b| b == b'\n').unwrap();
+    first + 2 + bytes[first + 1..].iter().position(|&b| b == b'\n').unwrap()
+}

@@ -1,0 +1,317 @@
+//! Container-level promises: constant chunks cost only an index entry,
+//! chunks can live in external files, attributes survive commits, the head
+//! shows the newest descriptor, and one writer at a time.
+
+mod common;
+use common::*;
+use vds::serde_json::json;
+use vds::{Axis, Codec, DType, Dataset, DatasetBuilder, ErrorKind, Order, Region, SlotPolicy, VariableBuilder};
+
+fn volume(name: &str, chunk: u64) -> DatasetBuilder {
+    let mut b = DatasetBuilder::new();
+    b.axis(Axis::new("x", 40)).axis(Axis::new("y", 30)).axis(Axis::new("z", 20));
+    b.variable(VariableBuilder::new(name, DType::Float64, &["x", "y", "z"]).chunk(&[chunk, chunk, chunk]).fill(f64::NAN));
+    b
+}
+
+#[test]
+fn constant_chunks_are_index_entries_only() {
+    let dir = Scratch::new("constant");
+    let path = dir.path("c.vds");
+    let mut ds = volume("v", 10).create(&path).unwrap();
+    let empty_len = std::fs::metadata(&path).unwrap().len();
+    // 4 x 3 x 2 = 24 chunks: all 2.5, then one region of NaN (the fill), bitwise.
+    ds.write("v", &Region::full(&[40, 30, 20]).unwrap(), Order::C, &vec![2.5f64; 24000]).unwrap();
+    ds.write("v", &Region::new(&[10, 0, 0], &[10, 10, 10]).unwrap(), Order::C, &vec![f64::NAN; 1000]).unwrap();
+    ds.close().unwrap();
+    let ds = Dataset::open(&path).unwrap();
+    let s = ds.stats().unwrap();
+    assert_eq!((s.stored_chunks, s.constant_chunks, s.fill_chunks), (0, 23, 1), "{s:?}");
+    assert_eq!(s.stored_bytes, 0);
+    // Nothing but one index page and the commit were added: 24 chunks of 8000 bytes would be 192000.
+    let grown = std::fs::metadata(&path).unwrap().len() - empty_len;
+    assert!(grown <= 4096, "the file grew by {grown} bytes");
+    let all: Vec<f64> = ds.read_vec("v", &Region::full(&[40, 30, 20]).unwrap(), Order::C).unwrap();
+    let nan = all.iter().filter(|v| v.is_nan()).count();
+    assert_eq!(nan, 1000);
+    assert_eq!(all.iter().filter(|&&v| v == 2.5).count(), 23000);
+    // Unwritten regions read as the fill value.
+    let mut ds = volume("v", 10).overwrite(true).create(&path).unwrap();
+    let got: Vec<f64> = ds.read_vec("v", &Region::new(&[0, 0, 0], &[3, 3, 3]).unwrap(), Order::C).unwrap();
+    assert!(got.iter().all(|v| v.is_nan()));
+    // Edge chunks count as constant when their valid part is.
+    ds.write("v", &Region::new(&[30, 0, 0], &[10, 30, 20]).unwrap(), Order::Fortran, &vec![-1.0f64; 6000]).unwrap();
+    assert_eq!(ds.stats().unwrap().constant_chunks, 6);
+}
+
+#[test]
+fn chunks_in_two_external_files_and_the_container() {
+    let dir = Scratch::new("slots");
+    let path = dir.path("main.vds");
+    let mut b = volume("v", 8);
+    b.external_slot("main.vds.1").external_slot("data/main.vds.2");
+    std::fs::create_dir_all(dir.path("data")).unwrap();
+    let mut ds = b.create(&path).unwrap();
+    assert_eq!(ds.external_slots(), vec!["main.vds.1", "data/main.vds.2"]);
+    ds.set_slot_policy(SlotPolicy::RoundRobin(vec![0, 1, 2])).unwrap();
+    let values: Vec<f64> = (0..24000).map(|i| f64::from(i) * 0.125).collect();
+    ds.write("v", &Region::full(&[40, 30, 20]).unwrap(), Order::C, &values).unwrap();
+    ds.close().unwrap();
+    let sizes: Vec<u64> = ["main.vds.1", "data/main.vds.2"].iter().map(|f| std::fs::metadata(dir.path(f)).unwrap().len()).collect();
+    // 5 x 4 x 3 = 60 stored chunks, 20 per file, 4096 bytes each at most.
+    assert!(sizes.iter().all(|s| (20 * 2048..=20 * 4096).contains(s)), "{sizes:?}");
+    let ds = Dataset::open(&path).unwrap();
+    let got: Vec<f64> = ds.read_vec("v", &Region::full(&[40, 30, 20]).unwrap(), Order::C).unwrap();
+    assert_eq!(got, values);
+    drop(ds);
+    // By size: slot 1 takes chunks until it holds 40000 bytes, then slot 2 takes the rest.
+    let mut ds = Dataset::open_rw(&path).unwrap();
+    ds.set_slot_policy(SlotPolicy::BySize { slots: vec![1, 2], max_bytes: sizes[0] + 40000 }).unwrap();
+    let v2: Vec<f64> = values.iter().map(|v| v + 1.0).collect();
+    ds.write("v", &Region::full(&[40, 30, 20]).unwrap(), Order::C, &v2).unwrap();
+    ds.close().unwrap();
+    let s1 = std::fs::metadata(dir.path("main.vds.1")).unwrap().len() - sizes[0];
+    let s2 = std::fs::metadata(dir.path("data/main.vds.2")).unwrap().len() - sizes[1];
+    assert!((40000..40000 + 4096).contains(&s1) && s2 > 0, "slot 1 grew {s1}, slot 2 grew {s2}");
+    let got: Vec<f64> = Dataset::open(&path).unwrap().read_vec("v", &Region::full(&[40, 30, 20]).unwrap(), Order::C).unwrap();
+    assert_eq!(got, v2);
+    // A missing external file is an error that names it, not wrong data.
+    std::fs::remove_file(dir.path("data/main.vds.2")).unwrap();
+    let e = Dataset::open(&path).unwrap().read_vec::<f64>("v", &Region::full(&[40, 30, 20]).unwrap(), Order::C).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert!(e.to_string().contains("main.vds.2"), "{e}");
+    let mut ds = Dataset::open_rw(&path).unwrap();
+    assert_eq!(ds.set_slot_policy(SlotPolicy::Fixed(3)).unwrap_err().kind(), ErrorKind::InvalidArgument);
+}
+
+#[test]
+fn escaping_slot_names_are_refused() {
+    let dir = Scratch::new("escape");
+    for bad in ["../x", "/tmp/x", "a/../../x", ""] {
+        let mut b = volume("v", 8);
+        b.external_slot(bad);
+        let e = b.create(dir.path("e.vds")).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{bad}");
+        assert!(e.to_string().contains("slot"), "{e}");
+    }
+    let mut b = volume("v", 8);
+    b.external_slot("d.1").external_slot("d.1");
+    assert!(b.create(dir.path("d.vds")).unwrap_err().to_string().contains("listed twice"));
+    let mut b = volume("v", 8);
+    b.external_slot("self.vds");
+    assert!(b.create(dir.path("self.vds")).unwrap_err().to_string().contains("the container itself"));
+}
+
+#[test]
+fn attributes_that_would_not_read_back_are_refused() {
+    let dir = Scratch::new("deep");
+    let mut deep = json!(1);
+    for _ in 0..200 {
+        deep = json!([deep]);
+    }
+    let mut b = volume("v", 8);
+    b.attribute("deep", deep.clone());
+    let e = b.create(dir.path("deep.vds")).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(e.to_string().contains("nested too deeply"), "{e}");
+    let mut ds = volume("v", 8).create(dir.path("deep.vds")).unwrap();
+    assert_eq!(ds.set_attribute("deep", Some(deep)).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    // The refused change leaves nothing behind.
+    assert!(ds.attributes().get("deep").is_none());
+    ds.close().unwrap();
+    assert!(Dataset::open(dir.path("deep.vds")).unwrap().attributes().is_empty());
+}
+
+fn head_lines(path: &std::path::Path) -> (String, vds::serde_json::Value) {
+    let bytes = std::fs::read(path).unwrap();
+    let mut lines = bytes.split(|&b| b == b'\n');
+    let first = String::from_utf8(lines.next().unwrap().to_vec()).unwrap();
+    let second = vds::serde_json::from_slice(lines.next().unwrap()).unwrap();
+    (first, second)
+}
+
+#[test]
+fn attributes_survive_commits_and_the_head_shows_them() {
+    let dir = Scratch::new("attrs");
+    let path = dir.path("a.vds");
+    let mut b = volume("v", 8);
+    b.attribute("survey", "Volve").attribute("year", 2008);
+    let mut ds = b.create(&path).unwrap();
+    let (line1, desc) = head_lines(&path);
+    assert_eq!(line1, "VDS 1.0");
+    assert_eq!(desc["attributes"], json!({"survey": "Volve", "year": 2008}));
+    assert_eq!(desc["axes"][2], json!({"name": "z", "unit": "", "samples": 20, "first": 0.0, "last": 19.0}));
+    assert_eq!(desc["variables"][0]["fill"], json!("NaN"));
+
+    ds.set_attribute("processing", Some(json!({"steps": ["migration", "stack"]}))).unwrap();
+    ds.set_attribute("year", None).unwrap();
+    ds.set_variable_attribute("v", "scale", Some(json!(0.5))).unwrap();
+    assert_eq!(ds.set_variable_attribute("w", "x", Some(json!(1))).unwrap_err().kind(), ErrorKind::NotFound);
+    ds.close().unwrap();
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.attributes().get("processing"), Some(&json!({"steps": ["migration", "stack"]})));
+    assert_eq!(ds.attributes().get("year"), None);
+    assert_eq!(ds.variable_attributes("v").unwrap().get("scale"), Some(&json!(0.5)));
+    // `head -n 2` shows the newest descriptor.
+    let (_, desc) = head_lines(&path);
+    assert_eq!(desc["attributes"]["processing"]["steps"][1], json!("stack"));
+    assert_eq!(desc["variables"][0]["attributes"]["scale"], json!(0.5));
+    drop(ds);
+
+    // A descriptor too large for the head lives in the body; the head keeps the last one that fit.
+    let mut ds = Dataset::open_rw(&path).unwrap();
+    let big = "x".repeat(20000);
+    ds.set_attribute("history", Some(json!(big))).unwrap();
+    ds.close().unwrap();
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.attributes()["history"].as_str().unwrap().len(), 20000);
+    let (_, desc) = head_lines(&path);
+    assert!(desc["attributes"].get("history").is_none());
+    assert!(!ds.is_writable());
+}
+
+#[test]
+fn one_writer_at_a_time_and_read_only_handles_refuse_writes() {
+    let dir = Scratch::new("lock");
+    let path = dir.path("l.vds");
+    let ds = volume("v", 8).create(&path).unwrap();
+    let e = Dataset::open_rw(&path).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Locked);
+    assert!(e.to_string().contains("l.vds"), "{e}");
+    // Readers take no lock.
+    let mut r = Dataset::open(&path).unwrap();
+    assert_eq!(r.write("v", &Region::full(&[1, 1, 1]).unwrap(), Order::C, &[1.0f64]).unwrap_err().kind(), ErrorKind::ReadOnly);
+    assert_eq!(r.set_attribute("a", Some(json!(1))).unwrap_err().kind(), ErrorKind::ReadOnly);
+    drop(ds);
+    Dataset::open_rw(&path).unwrap();
+    assert_eq!(volume("v", 8).create(&path).unwrap_err().kind(), ErrorKind::AlreadyExists);
+}
+
+#[test]
+fn a_reader_keeps_its_snapshot_while_a_writer_commits() {
+    let dir = Scratch::new("snapshot");
+    let path = dir.path("s.vds");
+    let mut w = volume("v", 8).create(&path).unwrap();
+    let all = Region::full(&[40, 30, 20]).unwrap();
+    w.write("v", &all, Order::C, &vec![1.0f64; 24000]).unwrap();
+    w.commit().unwrap();
+    let r = Dataset::open(&path).unwrap();
+    let ramp: Vec<f64> = (0..24000).map(f64::from).collect();
+    w.write("v", &all, Order::C, &ramp).unwrap();
+    w.commit().unwrap();
+    assert!(r.read_vec::<f64>("v", &all, Order::C).unwrap().iter().all(|&v| v == 1.0));
+    assert_eq!(Dataset::open(&path).unwrap().read_vec::<f64>("v", &all, Order::C).unwrap(), ramp);
+    assert_eq!(Dataset::open(&path).unwrap().commit_sequence(), 3);
+}
+
+#[test]
+fn variables_may_span_a_subset_of_the_axes() {
+    let dir = Scratch::new("subset");
+    let path = dir.path("m.vds");
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("inline", 12))
+        .axis(Axis::new("crossline", 9))
+        .axis(Axis::new("sample", 50).unit("ms").coordinates(0.0, 196.0))
+        .variable(
+            VariableBuilder::new("amplitude", DType::Float32, &["inline", "crossline", "sample"])
+                .chunk(&[4, 4, 16])
+                .codec(Codec::deflate(6)),
+        )
+        .variable(VariableBuilder::new("trace_present", DType::Bool, &["inline", "crossline"]).chunk(&[8, 8]).fill(false))
+        .variable(VariableBuilder::new("time_major", DType::UInt16, &["sample", "inline"]).chunk(&[7, 5]))
+        .create(&path)
+        .unwrap();
+    let mask: Vec<bool> = (0..108).map(|i| i % 5 != 0).collect();
+    ds.write("trace_present", &Region::full(&[12, 9]).unwrap(), Order::C, &mask).unwrap();
+    let tm: Vec<u16> = (0..600).collect();
+    ds.write("time_major", &Region::full(&[50, 12]).unwrap(), Order::Fortran, &tm).unwrap();
+    ds.close().unwrap();
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.variable("trace_present").unwrap().axes(), &[0, 1]);
+    assert_eq!(ds.variable("time_major").unwrap().shape(), &[50, 12]);
+    assert_eq!(ds.variable(2).unwrap().name(), "time_major");
+    assert_eq!(ds.axes()[2].unit_str(), "ms");
+    assert_eq!(ds.axes()[2].last(), 196.0);
+    assert_eq!(ds.read_vec::<bool>("trace_present", &Region::full(&[12, 9]).unwrap(), Order::C).unwrap(), mask);
+    assert_eq!(ds.read_vec::<u16>("time_major", &Region::full(&[50, 12]).unwrap(), Order::Fortran).unwrap(), tm);
+    let amp: Vec<f32> = ds.read_vec("amplitude", &Region::new(&[3, 3, 0], &[1, 1, 50]).unwrap(), Order::C).unwrap();
+    assert_eq!(amp, vec![0.0; 50]);
+}
+
+#[test]
+fn invalid_descriptions_are_refused_with_reasons() {
+    let dir = Scratch::new("invalid");
+    let p = dir.path("i.vds");
+    let cases: Vec<(DatasetBuilder, &str)> = vec![
+        (
+            {
+                let mut b = DatasetBuilder::new();
+                b.variable(&VariableBuilder::new("v", DType::Int8, &["x"]));
+                b
+            },
+            "axes",
+        ),
+        (
+            {
+                let mut b = volume("v", 8);
+                b.axis(Axis::new("x", 3));
+                b
+            },
+            "twice",
+        ),
+        (
+            {
+                let mut b = volume("v", 8);
+                b.variable(&VariableBuilder::new("w", DType::Int8, &["q"]));
+                b
+            },
+            "unknown axis",
+        ),
+        (
+            {
+                let mut b = volume("v", 8);
+                b.variable(VariableBuilder::new("w", DType::Int8, &["x"]).chunk(&[0]));
+                b
+            },
+            "chunk extent",
+        ),
+        (
+            {
+                let mut b = volume("v", 8);
+                b.variable(VariableBuilder::new("w", DType::Int8, &["x"]).chunk(&[2, 2]));
+                b
+            },
+            "chunk extent for each",
+        ),
+        (
+            {
+                let mut b = volume("v", 8);
+                b.variable(VariableBuilder::new("w", DType::UInt8, &["x"]).fill(-1));
+                b
+            },
+            "fill value",
+        ),
+        (
+            {
+                let mut b = volume("v", 8);
+                b.variable(VariableBuilder::new("w", DType::Float64, &["x", "y", "z"]).chunk(&[1024, 1024, 64]));
+                b
+            },
+            "exceeds",
+        ),
+        (
+            {
+                let mut b = DatasetBuilder::new();
+                b.axis(Axis::new("x", 0)).variable(&VariableBuilder::new("v", DType::Int8, &["x"]));
+                b
+            },
+            "0 samples",
+        ),
+    ];
+    for (b, want) in cases {
+        let e = b.create(&p).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(e.to_string().contains(want), "{e:?} should mention {want:?}");
+        assert!(!p.exists(), "a refused description must not leave a file");
+    }
+}

@@ -1,0 +1,14 @@
+//! The README's Rust example is examples/quickstart.rs, verbatim, and the
+//! README's two commands are the ones CI runs.
+
+#[test]
+fn readme_example_is_the_quickstart() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let example = std::fs::read_to_string(format!("{root}/examples/quickstart.rs")).unwrap();
+    assert!(readme.contains(&format!("```rust\n{example}```")), "copy examples/quickstart.rs into README.md's Rust example");
+    let ci = std::fs::read_to_string(format!("{root}/.ci/run")).unwrap();
+    for cmd in ["cargo test --release", "cargo run --release --example demo"] {
+        assert!(readme.contains(cmd) && ci.contains(cmd), "README.md and .ci/run must both run `{cmd}`");
+    }
+}
