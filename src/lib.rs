@@ -62,6 +62,7 @@ mod codec;
 mod commit;
 mod dataset;
 mod error;
+pub mod ffi;
 mod index;
 mod spec;
 mod storage;

@@ -1,4 +1,5 @@
-//! The README's Rust example is examples/quickstart.rs, verbatim, and the
+//! The README's Rust and C examples are examples/quickstart.rs and
+//! cbindings/example.c, verbatim, and the
 //! README's two commands are the ones CI runs.
 
 #[test]
@@ -7,8 +8,10 @@ fn readme_example_is_the_quickstart() {
     let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
     let example = std::fs::read_to_string(format!("{root}/examples/quickstart.rs")).unwrap();
     assert!(readme.contains(&format!("```rust\n{example}```")), "copy examples/quickstart.rs into README.md's Rust example");
+    let c_example = std::fs::read_to_string(format!("{root}/cbindings/example.c")).unwrap();
+    assert!(readme.contains(&format!("```c\n{c_example}```")), "copy cbindings/example.c into README.md's C example");
     let ci = std::fs::read_to_string(format!("{root}/.ci/run")).unwrap();
-    for cmd in ["cargo test --release", "cargo run --release --example demo"] {
+    for cmd in ["sh .ci/deps.sh && cargo test --release", "cargo run --release --example demo"] {
         assert!(readme.contains(cmd) && ci.contains(cmd), "README.md and .ci/run must both run `{cmd}`");
     }
 }

@@ -1,0 +1,298 @@
+//! `vds_builder`: describes a container to create.
+
+use super::dataset::{dtype_from_c, DatasetObj};
+use super::{
+    arg_opt_str, arg_slice, arg_str, fail, ffi_boundary, kind_name, lookup, out, register, unregister, vds_dataset, vds_status, FfiResult,
+    Object,
+};
+use crate::{Axis, Codec, Compression, DatasetBuilder, VariableBuilder, MAX_DIMS};
+use std::ffi::c_char;
+use std::sync::{Arc, Mutex};
+
+/// A description of a container to create. Made by `vds_builder_new`, freed
+/// by `vds_builder_free`. A builder may be used by one thread at a time.
+pub struct vds_builder {
+    _private: [u8; 0],
+}
+
+/// The compression stage of a codec.
+#[repr(i32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum vds_compression {
+    /// Chunks are stored as raw little-endian bytes.
+    VDS_COMPRESSION_NONE = 0,
+    /// zlib-wrapped deflate, level 0..9.
+    VDS_COMPRESSION_DEFLATE = 1,
+}
+
+fn builder(b: *const vds_builder) -> FfiResult<Arc<Mutex<DatasetBuilder>>> {
+    match lookup(b as usize, "builder")? {
+        Object::Builder(x) => Ok(x),
+        other => fail(vds_status::VDS_ERR_BAD_HANDLE, format!("the builder argument is {}, not a vds_builder", kind_name(&other))),
+    }
+}
+
+/// Runs `f` on the builder's variable named `var`.
+fn with_variable(b: *mut vds_builder, var: &str, f: impl FnOnce(&mut VariableBuilder) -> FfiResult) -> FfiResult {
+    let b = builder(b)?;
+    let mut b = b.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    match b.variable_mut(var) {
+        Some(v) => f(v),
+        None => fail(vds_status::VDS_ERR_NOT_FOUND, format!("the builder has no variable named {var:?}")),
+    }
+}
+
+/// Makes an empty builder and stores its handle in `*out_builder`.
+///
+/// Returns `VDS_OK`, or `VDS_ERR_NULL_POINTER` when `out_builder` is NULL.
+/// Free the builder with `vds_builder_free`.
+#[no_mangle]
+pub unsafe extern "C" fn vds_builder_new(out_builder: *mut *mut vds_builder) -> vds_status {
+    ffi_boundary!("vds_builder_new", {
+        if out_builder.is_null() {
+            return fail(vds_status::VDS_ERR_NULL_POINTER, "out_builder is NULL");
+        }
+        let id = register(Object::Builder(Arc::new(Mutex::new(DatasetBuilder::new()))));
+        // SAFETY: checked non-NULL above; the caller promises it is writable.
+        unsafe { out(out_builder, id as *mut vds_builder, "out_builder") }
+    })
+}
+
+/// Frees a builder. NULL is a no-op. Returns `VDS_ERR_BAD_HANDLE` for a
+/// handle that is not a live builder (which is then left alone).
+#[no_mangle]
+pub extern "C" fn vds_builder_free(b: *mut vds_builder) -> vds_status {
+    ffi_boundary!("vds_builder_free", {
+        if b.is_null() {
+            return Ok(());
+        }
+        builder(b)?;
+        unregister(b as usize);
+        Ok(())
+    })
+}
+
+/// Adds an axis: `name` (unique), `samples` (at least 1), `unit` (NULL for
+/// none) and the coordinates of the first and last sample. Axes are added
+/// slowest-varying first.
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+/// `VDS_ERR_INVALID_ARGUMENT` (bad UTF-8). Names and counts are checked by
+/// `vds_builder_create`.
+#[no_mangle]
+pub unsafe extern "C" fn vds_builder_add_axis(
+    b: *mut vds_builder,
+    name: *const c_char,
+    samples: u64,
+    unit: *const c_char,
+    first: f64,
+    last: f64,
+) -> vds_status {
+    ffi_boundary!("vds_builder_add_axis", {
+        let b = builder(b)?;
+        // SAFETY: the caller promises NUL-terminated strings or NULL.
+        let (name, unit) = unsafe { (arg_str(name, "name")?, arg_opt_str(unit, "unit")?) };
+        let axis = Axis::new(name, samples).unit(unit.unwrap_or("")).coordinates(first, last);
+        b.lock().unwrap_or_else(std::sync::PoisonError::into_inner).axis(axis);
+        Ok(())
+    })
+}
+
+/// Adds a variable `name` of type `dtype` spanning `naxes` axes named in
+/// `axes` (slowest first), with chunk extents `chunk[0..naxes]`, or a
+/// default chunk shape of about 1 MiB when `chunk` is NULL. Defaults: fill
+/// value 0 (false), no compression, no unit.
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+/// `VDS_ERR_INVALID_ARGUMENT` (unknown dtype, naxes 0 or above 8, bad UTF-8).
+#[no_mangle]
+pub unsafe extern "C" fn vds_builder_add_variable(
+    b: *mut vds_builder,
+    name: *const c_char,
+    dtype: i32,
+    axes: *const *const c_char,
+    naxes: usize,
+    chunk: *const u64,
+) -> vds_status {
+    ffi_boundary!("vds_builder_add_variable", {
+        let b = builder(b)?;
+        // SAFETY: the caller promises a string, `naxes` string pointers and `naxes` extents (or NULL).
+        let name = unsafe { arg_str(name, "name")? };
+        let dtype = dtype_from_c(dtype)?;
+        if naxes == 0 {
+            return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, "naxes is 0: a variable spans at least one axis");
+        }
+        let ptrs = unsafe { arg_slice(axes, naxes, MAX_DIMS, "axes")? };
+        let names = ptrs.iter().enumerate().map(|(i, &p)| unsafe { arg_str(p, &format!("axes[{i}]")) }).collect::<FfiResult<Vec<_>>>()?;
+        let mut v = VariableBuilder::new(name, dtype, &names);
+        if !chunk.is_null() {
+            v.chunk(unsafe { arg_slice(chunk, naxes, MAX_DIMS, "chunk")? });
+        }
+        b.lock().unwrap_or_else(std::sync::PoisonError::into_inner).variable(&v);
+        Ok(())
+    })
+}
+
+/// Sets the fill value of variable `var`: `value` points to one element of
+/// the variable's type (`value_len` bytes, native byte order; for bool one
+/// byte, 0 or 1).
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+/// `VDS_ERR_NOT_FOUND` (no such variable), `VDS_ERR_TYPE_MISMATCH`
+/// (`value_len` is not the element size).
+#[no_mangle]
+pub unsafe extern "C" fn vds_builder_set_fill(b: *mut vds_builder, var: *const c_char, value: *const u8, value_len: usize) -> vds_status {
+    ffi_boundary!("vds_builder_set_fill", {
+        // SAFETY: the caller promises a string and `value_len` readable bytes.
+        let var = unsafe { arg_str(var, "var")? };
+        let bytes = unsafe { arg_slice(value, value_len, 8, "value")? };
+        with_variable(b, var, |v| {
+            let dtype = v.dtype();
+            if bytes.len() != dtype.size() {
+                return fail(
+                    vds_status::VDS_ERR_TYPE_MISMATCH,
+                    format!("variable {var:?} holds {dtype} ({} bytes), value_len is {value_len}", dtype.size()),
+                );
+            }
+            v.fill(super::dataset::scalar_from_native(dtype, bytes));
+            Ok(())
+        })
+    })
+}
+
+/// Sets the codec of variable `var`: `compression`, its `level` (deflate:
+/// 0..9) and whether multi-byte elements are byte-shuffled first.
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+/// `VDS_ERR_NOT_FOUND`, `VDS_ERR_INVALID_ARGUMENT` (unknown compression, level above 9).
+#[no_mangle]
+pub unsafe extern "C" fn vds_builder_set_codec(
+    b: *mut vds_builder,
+    var: *const c_char,
+    compression: i32,
+    level: u32,
+    shuffle: bool,
+) -> vds_status {
+    ffi_boundary!("vds_builder_set_codec", {
+        // SAFETY: the caller promises a NUL-terminated string.
+        let var = unsafe { arg_str(var, "var")? };
+        let codec = match compression {
+            0 => Codec { compression: Compression::None, shuffle },
+            1 if level <= 9 => Codec::deflate(level as u8).with_shuffle(shuffle),
+            1 => return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("deflate level {level} is not in 0..9")),
+            c => return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("unknown compression {c}")),
+        };
+        with_variable(b, var, |v| {
+            v.codec(codec);
+            Ok(())
+        })
+    })
+}
+
+/// Sets the unit of variable `var` (NULL for none).
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`, `VDS_ERR_NOT_FOUND`.
+#[no_mangle]
+pub unsafe extern "C" fn vds_builder_set_unit(b: *mut vds_builder, var: *const c_char, unit: *const c_char) -> vds_status {
+    ffi_boundary!("vds_builder_set_unit", {
+        // SAFETY: the caller promises NUL-terminated strings or NULL.
+        let (var, unit) = unsafe { (arg_str(var, "var")?, arg_opt_str(unit, "unit")?) };
+        with_variable(b, var, |v| {
+            v.unit(unit.unwrap_or(""));
+            Ok(())
+        })
+    })
+}
+
+/// Sets attribute `key` of the dataset (`var` NULL) or of variable `var` to
+/// the JSON text `json` (any JSON value, e.g. `"\"text\""`, `"3.5"`, `"{\"a\":[1,2]}"`).
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+/// `VDS_ERR_NOT_FOUND`, `VDS_ERR_INVALID_ARGUMENT` (malformed JSON).
+#[no_mangle]
+pub unsafe extern "C" fn vds_builder_set_attribute(
+    b: *mut vds_builder,
+    var: *const c_char,
+    key: *const c_char,
+    json: *const c_char,
+) -> vds_status {
+    ffi_boundary!("vds_builder_set_attribute", {
+        // SAFETY: the caller promises NUL-terminated strings (var may be NULL).
+        let (var, key, json) = unsafe { (arg_opt_str(var, "var")?, arg_str(key, "key")?, arg_str(json, "json")?) };
+        let value = super::dataset::parse_json(json)?;
+        match var {
+            None => {
+                builder(b)?.lock().unwrap_or_else(std::sync::PoisonError::into_inner).attribute(key, value);
+                Ok(())
+            }
+            Some(var) => with_variable(b, var, |v| {
+                v.attribute(key, value);
+                Ok(())
+            }),
+        }
+    })
+}
+
+/// Adds an external-file slot: a file `name`, relative to the container's
+/// directory, created beside it. Slots are numbered from 1 in the order added.
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`. The name is
+/// checked by `vds_builder_create` (no absolute paths, no "..").
+#[no_mangle]
+pub unsafe extern "C" fn vds_builder_add_external_slot(b: *mut vds_builder, name: *const c_char) -> vds_status {
+    ffi_boundary!("vds_builder_add_external_slot", {
+        let b = builder(b)?;
+        // SAFETY: the caller promises a NUL-terminated string.
+        let name = unsafe { arg_str(name, "name")? };
+        b.lock().unwrap_or_else(std::sync::PoisonError::into_inner).external_slot(name);
+        Ok(())
+    })
+}
+
+/// Whether `vds_builder_create` replaces existing files (default: false, it
+/// fails with `VDS_ERR_ALREADY_EXISTS`).
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`.
+#[no_mangle]
+pub extern "C" fn vds_builder_set_overwrite(b: *mut vds_builder, overwrite: bool) -> vds_status {
+    ffi_boundary!("vds_builder_set_overwrite", {
+        builder(b)?.lock().unwrap_or_else(std::sync::PoisonError::into_inner).overwrite(overwrite);
+        Ok(())
+    })
+}
+
+/// When commits of the created dataset reach the disk.
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`, `VDS_ERR_INVALID_ARGUMENT`.
+#[no_mangle]
+pub extern "C" fn vds_builder_set_durability(b: *mut vds_builder, durability: i32) -> vds_status {
+    ffi_boundary!("vds_builder_set_durability", {
+        let d = super::dataset::durability_from_c(durability)?;
+        builder(b)?.lock().unwrap_or_else(std::sync::PoisonError::into_inner).durability(d);
+        Ok(())
+    })
+}
+
+/// Creates the container at `path` as described (and its external files),
+/// writes its first commit, and stores a writable dataset handle in
+/// `*out_dataset`. The builder stays valid and may create more files.
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+/// `VDS_ERR_INVALID_ARGUMENT` (inconsistent description; the message says
+/// what), `VDS_ERR_UNSUPPORTED_FEATURE`, `VDS_ERR_ALREADY_EXISTS`, `VDS_ERR_IO`.
+/// Close the dataset with `vds_close`.
+#[no_mangle]
+pub unsafe extern "C" fn vds_builder_create(b: *const vds_builder, path: *const c_char, out_dataset: *mut *mut vds_dataset) -> vds_status {
+    ffi_boundary!("vds_builder_create", {
+        let b = builder(b)?;
+        // SAFETY: the caller promises a NUL-terminated string.
+        let path = unsafe { arg_str(path, "path")? };
+        if out_dataset.is_null() {
+            return fail(vds_status::VDS_ERR_NULL_POINTER, "out_dataset is NULL");
+        }
+        let ds = b.lock().unwrap_or_else(std::sync::PoisonError::into_inner).create(path)?;
+        let id = register(Object::Dataset(Arc::new(DatasetObj::new(ds))));
+        // SAFETY: checked non-NULL above.
+        unsafe { out(out_dataset, id as *mut vds_dataset, "out_dataset") }
+    })
+}
