@@ -19,13 +19,25 @@ int main(int argc, char **argv) {
                                   .axis("crossline", nx)
                                   .axis("time", nt, "ms", 0.0, 156.0)
                                   .variable("amplitude", VDS_FLOAT32, {"inline", "crossline", "time"}, {8, 8, 8})
+                                  .variable("live", VDS_BOOL, {"inline", "crossline"})
                                   .deflate("amplitude", 6)
                                   .fill("amplitude", -1.0f)
                                   .attribute("source", "\"example.cpp\"")
                                   .overwrite()
                                   .create(path);
             ds.write<float>(0, {{0, 0, 0}, {ni, nx, nt}, {}}, volume);
+            std::vector<uint8_t> live(ni * nx);
+            for (size_t k = 0; k < live.size(); k++) live[k] = k % 5 != 0;
+            ds.write_bool(ds.variable("live"), {{0, 0}, {ni, nx}, {}}, live);
             ds.close();  // commits; the destructor would too, without reporting errors
+        }
+        // An exception between writes: the destructor rolls the first write back
+        // instead of committing half of the work.
+        try {
+            vds::Dataset ds = vds::Dataset::open(path, VDS_OPEN_WRITE);
+            ds.write<float>(0, {{0, 0, 0}, {1, 1, 1}, {}}, std::vector<float>{42.0f});
+            ds.write<double>(0, {{0, 0, 1}, {1, 1, 1}, {}}, std::vector<double>{43.0});  // throws: wrong type
+        } catch (const vds::Error &) {
         }
         vds::Dataset ds = vds::Dataset::open(path);
         size_t amp = ds.variable("amplitude");
@@ -37,6 +49,13 @@ int main(int argc, char **argv) {
                     std::fprintf(stderr, "mismatch at inline %llu crossline %llu\n", (unsigned long long)i, (unsigned long long)x);
                     return 1;
                 }
+        if (ds.read<float>(amp, {{0, 0, 0}, {1, 1, 1}, {}})[0] != volume[0]) {
+            std::fprintf(stderr, "a write before the exception was committed\n");
+            return 1;
+        }
+        std::vector<uint8_t> live = ds.read_bool(ds.variable("live"), {{0, 0}, {ni, nx}, {}});
+        for (size_t k = 0; k < live.size(); k++)
+            if (live[k] != (k % 5 != 0)) return 1;
         try {
             ds.read<double>(amp, {{0, 0, 0}, {1, 1, 1}, {}});
             std::fprintf(stderr, "reading float32 as double should throw\n");

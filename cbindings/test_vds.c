@@ -6,8 +6,11 @@
  *
  * Usage: test_vds SCRATCH_DIR    (exit status 0 when every check passed)
  */
+#define _POSIX_C_SOURCE 200809L
 #include "vds.h"
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +84,10 @@ static void flip_copy(const char *src, const char *dst, long at) {
     long len = 0;
     unsigned char *data = read_file(src, &len);
     CHECK(data != NULL && at < len);
-    if (!data) return;
+    if (!data || at >= len) {
+        free(data);
+        return;
+    }
     data[at] ^= 0x04;
     write_file(dst, data, len);
     free(data);
@@ -162,6 +168,7 @@ static vds_dataset *create_dataset(const char *path) {
     EXPECT(vds_builder_set_fill(b, "nope", (const uint8_t *)&fill, 4), VDS_ERR_NOT_FOUND, "no variable named \"nope\"");
     EXPECT(vds_builder_set_fill(b, "amplitude", (const uint8_t *)&fill, 2), VDS_ERR_TYPE_MISMATCH, "float32 (4 bytes)");
     EXPECT(vds_builder_set_fill(b, "amplitude", NULL, 4), VDS_ERR_NULL_POINTER, "value is NULL");
+    EXPECT(vds_builder_set_fill(b, "amplitude", (const uint8_t *)vol_chunk, 9), VDS_ERR_INVALID_ARGUMENT, "at most 8");
     EXPECT(vds_builder_set_codec(b, "amplitude", VDS_COMPRESSION_DEFLATE, 12, true), VDS_ERR_INVALID_ARGUMENT, "level 12");
     EXPECT(vds_builder_set_codec(b, "amplitude", 7, 1, true), VDS_ERR_INVALID_ARGUMENT, "unknown compression 7");
     EXPECT(vds_builder_set_attribute(b, NULL, "k", "{not json"), VDS_ERR_INVALID_ARGUMENT, "malformed JSON");
@@ -282,6 +289,9 @@ static void test_overflowing_lengths(void) {
     OK(vds_builder_create(b, path_in("huge.vds"), &ds));
     EXPECT(vds_read(ds, 0, VDS_UINT8, start, huge, NULL, 2, VDS_ORDER_C, &one, 1), VDS_ERR_OUT_OF_RANGE, "region element count overflows");
     EXPECT(vds_read(ds, 0, VDS_UINT8, start, tall, NULL, 2, VDS_ORDER_C, &one, 1), VDS_ERR_BUFFER_TOO_SMALL, "needs a buffer of 1099511627776 bytes");
+    /* Lengths no object can have are refused before they become a slice. */
+    EXPECT(vds_read(ds, 0, VDS_UINT8, start, tall, NULL, 2, VDS_ORDER_C, &one, SIZE_MAX), VDS_ERR_OUT_OF_RANGE, "exceeds the largest possible object");
+    EXPECT(vds_write(ds, 0, VDS_UINT8, start, tall, NULL, 2, VDS_ORDER_C, &one, SIZE_MAX), VDS_ERR_OUT_OF_RANGE, "exceeds the largest possible object");
     OK(vds_close(ds));
     OK(vds_builder_free(b));
 }
@@ -406,6 +416,32 @@ static void test_reopen_lock_and_handles(const char *path) {
 
     OK(vds_open(path, VDS_OPEN_WRITE | VDS_OPEN_NO_SYNC, &w));
     EXPECT(vds_open(path, VDS_OPEN_WRITE, &w2), VDS_ERR_LOCKED, "another writer has the file open");
+    {
+        /* Overwriting a file another writer holds is refused, and leaves it whole. */
+        const char *x_axis[] = {"x"};
+        OK(vds_builder_new(&b));
+        OK(vds_builder_add_axis(b, "x", 4, NULL, 0, 3));
+        OK(vds_builder_add_variable(b, "v", VDS_INT8, x_axis, 1, NULL));
+        OK(vds_builder_set_overwrite(b, true));
+        EXPECT(vds_builder_create(b, path, &w2), VDS_ERR_LOCKED, "another writer has the file open");
+        OK(vds_builder_free(b));
+    }
+    /* Rollback: uncommitted writes and attributes are discarded, the handle stays open. */
+    {
+        float forty_two = 42.0f, got = 0;
+        OK(vds_write(w, 0, VDS_FLOAT32, start, one, NULL, 3, VDS_ORDER_C, (const uint8_t *)&forty_two, sizeof forty_two));
+        OK(vds_set_attribute(w, NULL, "temporary", "true"));
+        OK(vds_rollback(w));
+        OK(vds_read(w, 0, VDS_FLOAT32, start, one, NULL, 3, VDS_ORDER_C, (uint8_t *)&got, sizeof got));
+        CHECK(got == v);
+        {
+            char attrs[256];
+            OK(vds_attributes_json(w, NULL, attrs, sizeof attrs, NULL));
+            CHECK(strstr(attrs, "temporary") == NULL);
+        }
+        OK(vds_rollback(r)); /* read-only: nothing to discard */
+        EXPECT(vds_rollback(NULL), VDS_ERR_NULL_POINTER, "dataset handle is NULL");
+    }
     CHECK(w2 == NULL);
     EXPECT(vds_open(path, 64, &w2), VDS_ERR_INVALID_ARGUMENT, "unknown open flags 0x40");
     EXPECT(vds_open(path_in("does-not-exist.vds"), VDS_OPEN_READ, &w2), VDS_ERR_NOT_FOUND, "does-not-exist.vds");
@@ -477,6 +513,29 @@ static void test_damaged_files(const char *path) {
     EXPECT(vds_open(path_in("v5.vds"), VDS_OPEN_READ, &ds), VDS_ERR_UNSUPPORTED_VERSION, "version 5.0 is not supported");
 }
 
+/* A failing call from a thread-specific-data destructor, when the thread's
+ * other thread-locals may already be gone: it must return an error, not abort. */
+static pthread_key_t teardown_key;
+static vds_status teardown_status = VDS_OK;
+static void call_during_teardown(void *unused) {
+    (void)unused;
+    teardown_status = vds_builder_free((vds_builder *)(uintptr_t)0x10);
+}
+static void *teardown_thread(void *unused) {
+    (void)unused;
+    vds_builder_free((vds_builder *)(uintptr_t)0x10); /* sets this thread's last error */
+    pthread_setspecific(teardown_key, &teardown_key);
+    return NULL;
+}
+static void test_calls_during_thread_teardown(void) {
+    pthread_t t;
+    CHECK(pthread_key_create(&teardown_key, call_during_teardown) == 0);
+    CHECK(pthread_create(&t, NULL, teardown_thread, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(teardown_status == VDS_ERR_BAD_HANDLE);
+    pthread_key_delete(teardown_key);
+}
+
 int main(int argc, char **argv) {
     vds_dataset *ds;
     char path[1200];
@@ -488,6 +547,7 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "%s", path_in("c_test.vds"));
 
     test_version_and_status();
+    test_calls_during_thread_teardown();
     ds = create_dataset(path);
     if (ds) {
         test_write_and_read(ds);

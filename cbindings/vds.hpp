@@ -2,14 +2,19 @@
 //
 // Each handle is a move-only RAII type whose destructor calls its free
 // function; failures throw vds::Error carrying the status and the message.
-// Dataset's destructor closes (and so commits) without throwing: call
-// close() to see a commit's failure.
+// Dataset's destructor closes without throwing: normally that commits (call
+// close() to see a commit's failure), but while an exception unwinds the
+// scope it first rolls uncommitted work back, so a failed sequence of
+// writes never becomes half-committed.
 #ifndef VDS_HPP
 #define VDS_HPP
 
 #include "vds.h"
 
+#include <cmath>
 #include <cstdint>
+#include <exception>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -49,6 +54,11 @@ template <> struct dtype_of<bool> { static constexpr int32_t value = VDS_BOOL; }
 /// A box of a variable: start and shape per dimension, optional step.
 struct Region {
     std::vector<uint64_t> start, shape, step;
+    /// Throws std::invalid_argument unless shape (and step, if given) match start in length.
+    void check() const {
+        if (shape.size() != start.size() || (!step.empty() && step.size() != start.size()))
+            throw std::invalid_argument("vds::Region: start, shape and step must have the same length");
+    }
     uint64_t size() const {
         uint64_t n = 1;
         for (uint64_t s : shape) n *= s;
@@ -59,8 +69,8 @@ struct Region {
 /// An open container. Move-only; the destructor closes it.
 class Dataset {
   public:
-    explicit Dataset(vds_dataset *handle) noexcept : h_(handle) {}
-    Dataset(Dataset &&other) noexcept : h_(std::exchange(other.h_, nullptr)) {}
+    explicit Dataset(vds_dataset *handle) noexcept : h_(handle), unwinding_(std::uncaught_exceptions()) {}
+    Dataset(Dataset &&other) noexcept : h_(std::exchange(other.h_, nullptr)), unwinding_(std::uncaught_exceptions()) {}
     Dataset &operator=(Dataset &&other) noexcept {
         if (this != &other) {
             reset();
@@ -82,6 +92,8 @@ class Dataset {
     /// Commits (if writable) and closes; throws if the commit fails.
     void close() { check(vds_close(std::exchange(h_, nullptr))); }
     void commit() { check(vds_commit(h_)); }
+    /// Discards uncommitted writes and attribute changes.
+    void rollback() { check(vds_rollback(h_)); }
 
     size_t variable(const std::string &name) const {
         size_t index = 0;
@@ -91,14 +103,22 @@ class Dataset {
 
     template <typename T> std::vector<T> read(size_t var, const Region &r, vds_order order = VDS_ORDER_C) const {
         std::vector<T> out(static_cast<size_t>(r.size()));
-        check(vds_read(h_, var, dtype_of<T>::value, r.start.data(), r.shape.data(), r.step.empty() ? nullptr : r.step.data(),
-                       r.start.size(), order, reinterpret_cast<uint8_t *>(out.data()), out.size() * sizeof(T)));
+        read_into(var, dtype_of<T>::value, r, order, reinterpret_cast<uint8_t *>(out.data()), out.size() * sizeof(T));
         return out;
     }
 
     template <typename T> void write(size_t var, const Region &r, const std::vector<T> &data, vds_order order = VDS_ORDER_C) {
-        check(vds_write(h_, var, dtype_of<T>::value, r.start.data(), r.shape.data(), r.step.empty() ? nullptr : r.step.data(),
-                        r.start.size(), order, reinterpret_cast<const uint8_t *>(data.data()), data.size() * sizeof(T)));
+        write_from(var, dtype_of<T>::value, r, order, reinterpret_cast<const uint8_t *>(data.data()), data.size() * sizeof(T));
+    }
+
+    /// Bool variables, one byte (0 or 1) per value: std::vector<bool> is packed and cannot be used.
+    std::vector<uint8_t> read_bool(size_t var, const Region &r, vds_order order = VDS_ORDER_C) const {
+        std::vector<uint8_t> out(static_cast<size_t>(r.size()));
+        read_into(var, VDS_BOOL, r, order, out.data(), out.size());
+        return out;
+    }
+    void write_bool(size_t var, const Region &r, const std::vector<uint8_t> &data, vds_order order = VDS_ORDER_C) {
+        write_from(var, VDS_BOOL, r, order, data.data(), data.size());
     }
 
     void set_attribute(const std::string &key, const std::string &json, const char *var = nullptr) {
@@ -110,22 +130,39 @@ class Dataset {
     vds_dataset *handle() const noexcept { return h_; }
 
   private:
+    void read_into(size_t var, int32_t dtype, const Region &r, vds_order order, uint8_t *buf, size_t len) const {
+        r.check();
+        check(vds_read(h_, var, dtype, r.start.data(), r.shape.data(), r.step.empty() ? nullptr : r.step.data(), r.start.size(), order,
+                       buf, len));
+    }
+    void write_from(size_t var, int32_t dtype, const Region &r, vds_order order, const uint8_t *buf, size_t len) {
+        r.check();
+        check(vds_write(h_, var, dtype, r.start.data(), r.shape.data(), r.step.empty() ? nullptr : r.step.data(), r.start.size(), order,
+                        buf, len));
+    }
+    /// Size query, then fetch; again if the string grew in between (another thread set an attribute).
     template <typename F> static std::string fetch(F f) {
         size_t needed = 0;
         check(f(nullptr, 0, &needed));
-        std::string s(needed, '\0');
-        check(f(&s[0], s.size(), &needed));
-        s.resize(needed - 1);
-        return s;
+        for (;;) {
+            std::string s(needed, '\0');
+            vds_status st = f(&s[0], s.size(), &needed);
+            if (st == VDS_ERR_BUFFER_TOO_SMALL) continue;
+            check(st);
+            s.resize(needed - 1);
+            return s;
+        }
     }
     void reset() noexcept {
+        if (h_ && std::uncaught_exceptions() > unwinding_) vds_rollback(h_);
         if (h_) vds_close(h_);
         h_ = nullptr;
     }
     vds_dataset *h_;
+    int unwinding_;  // exceptions in flight when this object was made
 };
 
-// std::vector<bool> is packed; use std::vector<uint8_t> with VDS_BOOL data instead.
+// std::vector<bool> is packed; use read_bool and write_bool instead.
 template <> std::vector<bool> Dataset::read<bool>(size_t, const Region &, vds_order) const = delete;
 
 /// Describes a container to create. Move-only; the destructor frees it.
@@ -144,8 +181,10 @@ class Builder {
     Builder &operator=(const Builder &) = delete;
     ~Builder() { vds_builder_free(h_); }
 
-    Builder &axis(const std::string &name, uint64_t samples, const std::string &unit = "", double first = 0.0, double last = -1.0) {
-        if (last < first) last = first + static_cast<double>(samples) - 1.0;
+    /// An axis; without `last`, samples are 1 apart from `first` (descending axes: give both).
+    Builder &axis(const std::string &name, uint64_t samples, const std::string &unit = "", double first = 0.0,
+                  double last = std::numeric_limits<double>::quiet_NaN()) {
+        if (std::isnan(last)) last = first + static_cast<double>(samples) - 1.0;
         check(vds_builder_add_axis(h_, name.c_str(), samples, unit.c_str(), first, last));
         return *this;
     }

@@ -5,16 +5,24 @@
  * Conventions
  * - Every function that can fail returns a vds_status; VDS_OK (0) is success.
  *   vds_last_error_message() then says what went wrong, in words, for the
- *   calling thread. Output parameters are written only on success.
+ *   calling thread. Output parameters are written only on success (except
+ *   the size `*needed` of the string functions, see below). Besides the
+ *   codes each function lists, any function taking a handle may return
+ *   VDS_ERR_POISONED after an internal failure on that handle, and any
+ *   function may return VDS_ERR_INTERNAL (a bug, caught before it could
+ *   reach the caller).
  * - Handles (vds_builder, vds_dataset) are opaque. Each has exactly one
- *   function that frees it: vds_builder_free, vds_close. Passing NULL to it
+ *   function that frees it: vds_builder_free, vds_close (which commits;
+ *   call vds_rollback first to discard uncommitted work). Passing NULL to it
  *   is a no-op. A handle that was freed, or one of another kind, is refused
- *   with VDS_ERR_BAD_HANDLE, never dereferenced.
+ *   with VDS_ERR_BAD_HANDLE, and NULL elsewhere with VDS_ERR_NULL_POINTER;
+ *   handles are never dereferenced.
  * - Strings passed in are NUL-terminated UTF-8 and are copied; the library
  *   keeps no pointer to them. Strings come out snprintf-style into a caller
  *   buffer (char *buf, size_t cap, size_t *needed): *needed receives the size
- *   with the NUL; buf == NULL with cap == 0 only asks for the size; a buffer
- *   that is too small gets VDS_ERR_BUFFER_TOO_SMALL and nothing else.
+ *   with the NUL, also when the call fails for want of room; buf == NULL
+ *   with cap == 0 only asks for the size; a buffer that is too small gets
+ *   VDS_ERR_BUFFER_TOO_SMALL and no bytes.
  *   Strings the library returns as const char * are library-owned; never
  *   free() them.
  * - Array data is passed as untyped buffers with a vds_dtype that must match
@@ -25,7 +33,7 @@
  * Thread safety
  * - A vds_dataset may be shared by threads: reading functions run
  *   concurrently; changing functions (vds_write, vds_set_attribute,
- *   vds_set_slot_policy, vds_commit) take it exclusively. vds_close must not
+ *   vds_set_slot_policy, vds_commit, vds_rollback) take it exclusively. vds_close must not
  *   race with other calls on the same handle.
  * - A vds_builder must be used by one thread at a time.
  * - vds_version, vds_version_number, vds_status_str and
@@ -340,7 +348,7 @@ typedef struct vds_builder vds_builder;
  * `vds_variable_*`, `vds_*_json` and `vds_get_*` functions) may be called
  * on one handle from several threads at once. Functions that change the
  * dataset (`vds_write`, `vds_set_attribute`, `vds_set_slot_policy`,
- * `vds_commit`) take the handle exclusively and wait for readers to finish.
+ * `vds_commit`, `vds_rollback`) take the handle exclusively and wait for readers to finish.
  * `vds_close` must not race with other calls on the same handle: a call
  * that starts after it gets `VDS_ERR_BAD_HANDLE`.
  */
@@ -523,7 +531,8 @@ vds_status vds_builder_add_variable(struct vds_builder *b,
  *
  * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
  * `VDS_ERR_NOT_FOUND` (no such variable), `VDS_ERR_TYPE_MISMATCH`
- * (`value_len` is not the element size).
+ * (`value_len` is not the element size), `VDS_ERR_INVALID_ARGUMENT`
+ * (`value_len` above 8).
  */
 vds_status vds_builder_set_fill(struct vds_builder *b,
                                 const char *var,
@@ -593,7 +602,9 @@ vds_status vds_builder_set_durability(struct vds_builder *b, int32_t durability)
  *
  * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
  * `VDS_ERR_INVALID_ARGUMENT` (inconsistent description; the message says
- * what), `VDS_ERR_UNSUPPORTED_FEATURE`, `VDS_ERR_ALREADY_EXISTS`, `VDS_ERR_IO`.
+ * what), `VDS_ERR_UNSUPPORTED_FEATURE`, `VDS_ERR_ALREADY_EXISTS`,
+ * `VDS_ERR_NOT_FOUND` (the directory does not exist), `VDS_ERR_LOCKED`
+ * (overwriting a file another writer holds), `VDS_ERR_IO`.
  * Close the dataset with `vds_close`.
  */
 vds_status vds_builder_create(const struct vds_builder *b,
@@ -619,9 +630,20 @@ vds_status vds_open(const char *path, uint32_t flags, struct vds_dataset **out_d
  * visible, atomically. Nothing to commit is success.
  *
  * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
- * `VDS_ERR_READ_ONLY`, `VDS_ERR_POISONED`, `VDS_ERR_IO`.
+ * `VDS_ERR_READ_ONLY`, `VDS_ERR_POISONED`, `VDS_ERR_NOT_FOUND` (an
+ * external file is missing), `VDS_ERR_IO`.
  */
 vds_status vds_commit(struct vds_dataset *ds);
+
+/**
+ * Discards every write and attribute change since the last commit; the
+ * handle stays open and shows the last commit again. Nothing to discard
+ * (or a read-only dataset) is success.
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+ * `VDS_ERR_CORRUPT` or `VDS_ERR_IO` (the committed descriptor could not be read again).
+ */
+vds_status vds_rollback(struct vds_dataset *ds);
 
 /**
  * Commits (for a writable dataset) and closes it, freeing the handle in
@@ -749,7 +771,8 @@ vds_status vds_attributes_json(const struct vds_dataset *ds,
  * the next commit.
  *
  * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
- * `VDS_ERR_NOT_FOUND`, `VDS_ERR_INVALID_ARGUMENT` (malformed JSON), `VDS_ERR_READ_ONLY`.
+ * `VDS_ERR_NOT_FOUND`, `VDS_ERR_INVALID_ARGUMENT` (malformed JSON),
+ * `VDS_ERR_READ_ONLY`, `VDS_ERR_POISONED`.
  */
 vds_status vds_set_attribute(struct vds_dataset *ds,
                              const char *var,
@@ -795,7 +818,8 @@ vds_status vds_get_stats(const struct vds_dataset *ds, struct vds_stats *out_sta
  * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
  * `VDS_ERR_OUT_OF_RANGE` (variable index, region beyond the extent),
  * `VDS_ERR_INVALID_ARGUMENT` (ndim, step 0, buffer larger than the region),
- * `VDS_ERR_TYPE_MISMATCH`, `VDS_ERR_BUFFER_TOO_SMALL`, `VDS_ERR_CORRUPT`, `VDS_ERR_IO`.
+ * `VDS_ERR_TYPE_MISMATCH`, `VDS_ERR_BUFFER_TOO_SMALL`, `VDS_ERR_CORRUPT`,
+ * `VDS_ERR_NOT_FOUND` (an external file is missing), `VDS_ERR_IO`.
  * On failure the contents of `buf` are unspecified.
  *
  * Thread safety: several threads may read through one handle at once.

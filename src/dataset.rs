@@ -17,6 +17,9 @@ use std::fs::{File, OpenOptions as FsOpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+mod maintenance;
+pub use maintenance::{CompactReport, Recovery, VerifyReport};
+
 /// When commits reach the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -501,62 +504,64 @@ impl Dataset {
 
     /// Reads the head, the newest intact commit slot and the descriptor.
     fn load(storage: Arc<dyn Storage>, path: Option<PathBuf>, writable: bool, durability: Durability) -> Result<Dataset> {
-        let io = |what: &str| {
-            let what = what.to_string();
-            move |e| Error::io(format!("reading the {what}"), e)
-        };
-        let mut file_len = storage.len().map_err(io("file length"))?;
-        let (line1, head_len) = find_head(&*storage, file_len)?;
-        if file_len < head_len + 2 * SLOT_SIZE {
-            return Err(Error::corrupt("commit slots", 0, head_len, format!("file ends at {file_len:#x}, inside the commit slots")));
-        }
-        // A writer may commit between our reading the length, the slots and
-        // the descriptor (it may even replace the head's descriptor): the
-        // checks below then fail although a newer, intact commit exists.
-        // Reading everything again, twice at most, resolves that race.
-        let mut attempt = 0;
-        let (commit, desc_bytes) = loop {
-            if attempt > 0 {
-                file_len = storage.len().map_err(io("file length"))?;
-            }
-            let mut slots = [0u8; 2 * SLOT_SIZE as usize];
-            storage.read_at(head_len, &mut slots).map_err(io("commit slots"))?;
-            let commit =
-                choose_slot([CommitSlot::decode(&slots[..512], 0, head_len), CommitSlot::decode(&slots[512..], 1, head_len)], head_len)?;
-            match read_descriptor(&*storage, &commit, line1, file_len) {
-                Ok(bytes) => break (commit, bytes),
-                Err(e) if attempt < 2 && e.kind() == ErrorKind::Corrupt => attempt += 1,
-                Err(e) => return Err(e),
-            }
-        };
-        let (desc, axes, vars, read_only) = DescriptorJson::parse(&desc_bytes).map_err(|e| match e.kind() {
-            ErrorKind::Corrupt => Error::corrupt("descriptor", 0, commit.desc_offset, e.message().to_string()),
-            _ => e,
-        })?;
-        if writable && read_only {
+        let snap = Snapshot::read(&*storage)?;
+        if writable && snap.read_only {
             return Err(Error::new(ErrorKind::ReadOnly, "the file uses a feature that this library can read but not write"));
         }
-        let nslots = desc.slots.len();
-        Ok(Dataset {
+        Ok(Dataset::from_snapshot(storage, path, writable, durability, snap))
+    }
+
+    fn from_snapshot(storage: Arc<dyn Storage>, path: Option<PathBuf>, writable: bool, durability: Durability, snap: Snapshot) -> Dataset {
+        let nslots = snap.desc.slots.len();
+        Dataset {
             path,
             storage,
             slot_files: Mutex::new(vec![None; nslots]),
             writable,
             durability,
-            desc,
-            axes,
-            vars,
-            line1,
-            reader: PageReader::new(commit.page_size, commit.file_len),
-            end: commit.file_len,
-            commit,
+            desc: snap.desc,
+            axes: snap.axes,
+            vars: snap.vars,
+            line1: snap.line1,
+            reader: PageReader::new(snap.commit.page_size, snap.commit.file_len),
+            end: snap.commit.file_len,
+            commit: snap.commit,
             pending: BTreeMap::new(),
             desc_dirty: false,
             slot_ends: vec![None; nslots],
             policy: SlotPolicy::Fixed(0),
             turn: 0,
             poisoned: false,
-        })
+        }
+    }
+
+    /// Moves a read-only dataset to the file's newest commit, if another
+    /// handle committed since this one opened or last refreshed; until then
+    /// it keeps reading its snapshot. Returns whether it moved. A writable
+    /// dataset always sees its own commits and returns `false`.
+    ///
+    /// # Errors
+    /// As [`Dataset::open`]; on error the dataset keeps its snapshot.
+    pub fn refresh(&mut self) -> Result<bool> {
+        if self.writable {
+            return Ok(false);
+        }
+        let snap = Snapshot::read(&*self.storage)?;
+        if snap.commit == self.commit {
+            return Ok(false);
+        }
+        if snap.desc.slots.len() != self.desc.slots.len() {
+            *self.slot_files.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = vec![None; snap.desc.slots.len()];
+            self.slot_ends = vec![None; snap.desc.slots.len()];
+        }
+        self.desc = snap.desc;
+        self.axes = snap.axes;
+        self.vars = snap.vars;
+        // Pages are immutable once committed, and cached by (offset, CRC, level): the cache stays valid.
+        self.reader.limit = snap.commit.file_len;
+        self.end = snap.commit.file_len;
+        self.commit = snap.commit;
+        Ok(true)
     }
 
     /// The dataset's axes.
@@ -1024,7 +1029,7 @@ impl Dataset {
             self.end += json.len() as u64;
         }
         // 4. Everything the new slot refers to is durable before the slot is written.
-        let mut next = CommitSlot {
+        let next = CommitSlot {
             minor: FORMAT_MINOR,
             page_size: self.commit.page_size,
             sequence: self.commit.sequence + 1,
@@ -1038,22 +1043,31 @@ impl Dataset {
         };
         self.publish(&next)?;
         self.pending.clear();
-        // 5. Mirror a changed descriptor into the head so that `head -n 2` shows
-        // it, when it fits. The previous step's slot stays intact while the
-        // head is rewritten; a further commit then points at the head.
-        if self.desc_dirty {
-            self.desc_dirty = false;
-            let capacity = self.commit.head_len - 1 - self.line1;
-            if json.len() as u64 <= capacity {
-                let mut line = vec![b' '; capacity as usize];
-                line[..json.len()].copy_from_slice(&json);
-                self.storage.write_at(self.line1, &line).map_err(io("the head"))?;
-                next.sequence += 1;
-                next.desc_offset = self.line1;
-                self.publish(&next)?;
-            }
+        // The commit is durable now. What follows is cosmetic and cannot fail it.
+        if std::mem::take(&mut self.desc_dirty) {
+            self.mirror_descriptor(&json, next);
         }
         Ok(())
+    }
+
+    /// Copies the committed descriptor into the head so that `head -n 2`
+    /// shows it, when it fits, and publishes a commit that points at it.
+    /// The commit just published (pointing into the body) stays intact while
+    /// the head is rewritten, so a crash or an error here loses nothing: the
+    /// file stays at that commit, whose descriptor is in the body.
+    fn mirror_descriptor(&mut self, json: &[u8], mut next: CommitSlot) {
+        let capacity = self.commit.head_len - 1 - self.line1;
+        if json.len() as u64 > capacity {
+            return;
+        }
+        let mut line = vec![b' '; capacity as usize];
+        line[..json.len()].copy_from_slice(json);
+        if self.storage.write_at(self.line1, &line).is_ok() {
+            next.sequence += 1;
+            next.desc_offset = self.line1;
+            // On failure the handle keeps the previous commit, which is as good.
+            let _ = self.publish(&next);
+        }
     }
 
     /// Syncs, writes `slot` to its commit slot, syncs again, and adopts it.
@@ -1069,6 +1083,28 @@ impl Dataset {
         }
         self.commit = slot.clone();
         self.reader.limit = slot.file_len;
+        Ok(())
+    }
+
+    /// Discards every write and attribute change since the last commit: the
+    /// dataset returns to what the file holds. Space the discarded chunks
+    /// took in the container is reused by later writes.
+    ///
+    /// # Errors
+    /// `Corrupt` or `Io` when the committed descriptor must be read again
+    /// and cannot be. A read-only dataset has nothing to discard.
+    pub fn rollback(&mut self) -> Result<()> {
+        if !self.writable {
+            return Ok(());
+        }
+        self.pending.clear();
+        self.end = self.commit.file_len;
+        if std::mem::take(&mut self.desc_dirty) {
+            let snap = Snapshot::for_slot(&*self.storage, self.commit.clone(), self.line1)?;
+            self.desc = snap.desc;
+            self.axes = snap.axes;
+            self.vars = snap.vars;
+        }
         Ok(())
     }
 
@@ -1125,6 +1161,69 @@ impl Dataset {
         }
         Ok(s)
     }
+}
+
+/// What a reader needs from the file to serve a commit: the newest intact
+/// commit slot and its parsed descriptor.
+struct Snapshot {
+    line1: u64,
+    commit: CommitSlot,
+    desc: DescriptorJson,
+    axes: Vec<Axis>,
+    vars: Vec<Variable>,
+    read_only: bool,
+}
+
+impl Snapshot {
+    fn read(storage: &dyn Storage) -> Result<Snapshot> {
+        let io = |what: &str| {
+            let what = what.to_string();
+            move |e| Error::io(format!("reading the {what}"), e)
+        };
+        let mut file_len = storage.len().map_err(io("file length"))?;
+        let (line1, head_len) = find_head(storage, file_len)?;
+        if file_len < head_len + 2 * SLOT_SIZE {
+            return Err(Error::corrupt("commit slots", 0, head_len, format!("file ends at {file_len:#x}, inside the commit slots")));
+        }
+        // A writer may commit between our reading the length, the slots and
+        // the descriptor (it may even replace the head's descriptor): the
+        // checks below then fail although a newer, intact commit exists.
+        // Reading everything again, twice at most, resolves that race.
+        let mut attempt = 0;
+        loop {
+            if attempt > 0 {
+                file_len = storage.len().map_err(io("file length"))?;
+            }
+            let commit = choose_slot(read_slots(storage, head_len)?, head_len)?;
+            match Snapshot::for_slot_checked(storage, commit, line1, file_len) {
+                Ok(snap) => return Ok(snap),
+                Err(e) if attempt < 2 && e.kind() == ErrorKind::Corrupt => attempt += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The snapshot of a given (intact) commit slot.
+    fn for_slot(storage: &dyn Storage, commit: CommitSlot, line1: u64) -> Result<Snapshot> {
+        let file_len = storage.len().map_err(|e| Error::io("reading the file length", e))?;
+        Snapshot::for_slot_checked(storage, commit, line1, file_len)
+    }
+
+    fn for_slot_checked(storage: &dyn Storage, commit: CommitSlot, line1: u64, file_len: u64) -> Result<Snapshot> {
+        let desc_bytes = read_descriptor(storage, &commit, line1, file_len)?;
+        let (desc, axes, vars, read_only) = DescriptorJson::parse(&desc_bytes).map_err(|e| match e.kind() {
+            ErrorKind::Corrupt => Error::corrupt("descriptor", 0, commit.desc_offset, e.message().to_string()),
+            _ => e,
+        })?;
+        Ok(Snapshot { line1, commit, desc, axes, vars, read_only })
+    }
+}
+
+/// Reads and decodes both commit slots.
+fn read_slots(storage: &dyn Storage, head_len: u64) -> Result<[Result<CommitSlot>; 2]> {
+    let mut slots = [0u8; 2 * SLOT_SIZE as usize];
+    storage.read_at(head_len, &mut slots).map_err(|e| Error::io("reading the commit slots", e))?;
+    Ok([CommitSlot::decode(&slots[..512], 0, head_len), CommitSlot::decode(&slots[512..], 1, head_len)])
 }
 
 /// Finds the version line and the head length by scanning for the second newline.

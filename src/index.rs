@@ -303,6 +303,51 @@ impl PageReader {
         }
     }
 
+    /// Walks every page of the tree, bypassing the cache (so that damage
+    /// done since a page was cached is seen), and keeps going after a damaged
+    /// page: `page` is called with each intact page's offset, `entry` with
+    /// every entry of intact leaves, `problem` with each failure.
+    pub(crate) fn walk_checked(
+        &self,
+        storage: &dyn Storage,
+        root: Option<Root>,
+        page: &mut dyn FnMut(u64),
+        entry: &mut dyn FnMut(&Key, &Entry),
+        problem: &mut dyn FnMut(Error),
+    ) {
+        let Some(root) = root else { return };
+        let mut stack = vec![(ChildRef { key: Key { layer: 0, coords: [0; 8] }, offset: root.offset, crc: root.crc }, root.level)];
+        let ps = u64::from(self.page_size);
+        let mut buf = vec![0u8; self.page_size as usize];
+        while let Some((r, level)) = stack.pop() {
+            if r.offset.checked_add(ps).is_none_or(|end| end > self.limit) {
+                problem(Error::corrupt(
+                    "index page",
+                    0,
+                    r.offset,
+                    format!("page lies beyond the committed end of the file ({:#x})", self.limit),
+                ));
+                continue;
+            }
+            let decoded = storage
+                .read_at(r.offset, &mut buf)
+                .map_err(|e| Error::io(format!("reading index page at offset {:#x}", r.offset), e))
+                .and_then(|()| decode_page(&buf, r.offset, level, Some(r.crc)));
+            match decoded {
+                Err(e) => problem(e),
+                Ok(Page::Leaf(entries)) => {
+                    page(r.offset);
+                    entries.iter().for_each(|(k, e)| entry(k, e));
+                }
+                Ok(Page::Branch(children)) => {
+                    page(r.offset);
+                    // Levels strictly decrease, so the walk ends; reversed to visit in key order.
+                    stack.extend(children.iter().rev().map(|c| (*c, level - 1)));
+                }
+            }
+        }
+    }
+
     /// Calls `f` for every entry of the tree in key order.
     pub(crate) fn for_each(&self, storage: &dyn Storage, root: Option<Root>, f: &mut dyn FnMut(&Key, &Entry) -> Result<()>) -> Result<()> {
         fn walk(pr: &PageReader, s: &dyn Storage, r: &ChildRef, level: u8, f: &mut dyn FnMut(&Key, &Entry) -> Result<()>) -> Result<()> {

@@ -69,7 +69,9 @@ mod storage;
 mod wire;
 
 pub use array::{Element, Order, Region};
-pub use dataset::{Dataset, DatasetBuilder, Durability, OpenOptions, SlotPolicy, Stats, VarRef, VariableBuilder};
+pub use dataset::{
+    CompactReport, Dataset, DatasetBuilder, Durability, OpenOptions, Recovery, SlotPolicy, Stats, VarRef, VariableBuilder, VerifyReport,
+};
 pub use error::{Error, ErrorKind, Location, Result};
 /// The JSON library of attribute values, re-exported so that callers use the same version.
 pub use serde_json;

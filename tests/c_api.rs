@@ -83,7 +83,7 @@ fn compile(out: &Path, sources: &[PathBuf], cpp: bool, extra: &[&str]) {
 }
 
 fn shared_link_args() -> Vec<String> {
-    vec![format!("-L{}", libs().display()), "-lvds".into()]
+    vec![format!("-L{}", libs().display()), "-lvds".into(), "-pthread".into()]
 }
 
 fn static_link_args() -> Vec<String> {

@@ -52,7 +52,7 @@ pub unsafe extern "C" fn vds_builder_new(out_builder: *mut *mut vds_builder) -> 
         if out_builder.is_null() {
             return fail(vds_status::VDS_ERR_NULL_POINTER, "out_builder is NULL");
         }
-        let id = register(Object::Builder(Arc::new(Mutex::new(DatasetBuilder::new()))));
+        let id = register(Object::Builder(Arc::new(Mutex::new(DatasetBuilder::new()))))?;
         // SAFETY: checked non-NULL above; the caller promises it is writable.
         unsafe { out(out_builder, id as *mut vds_builder, "out_builder") }
     })
@@ -139,7 +139,8 @@ pub unsafe extern "C" fn vds_builder_add_variable(
 ///
 /// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
 /// `VDS_ERR_NOT_FOUND` (no such variable), `VDS_ERR_TYPE_MISMATCH`
-/// (`value_len` is not the element size).
+/// (`value_len` is not the element size), `VDS_ERR_INVALID_ARGUMENT`
+/// (`value_len` above 8).
 #[no_mangle]
 pub unsafe extern "C" fn vds_builder_set_fill(b: *mut vds_builder, var: *const c_char, value: *const u8, value_len: usize) -> vds_status {
     ffi_boundary!("vds_builder_set_fill", {
@@ -279,7 +280,9 @@ pub extern "C" fn vds_builder_set_durability(b: *mut vds_builder, durability: i3
 ///
 /// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
 /// `VDS_ERR_INVALID_ARGUMENT` (inconsistent description; the message says
-/// what), `VDS_ERR_UNSUPPORTED_FEATURE`, `VDS_ERR_ALREADY_EXISTS`, `VDS_ERR_IO`.
+/// what), `VDS_ERR_UNSUPPORTED_FEATURE`, `VDS_ERR_ALREADY_EXISTS`,
+/// `VDS_ERR_NOT_FOUND` (the directory does not exist), `VDS_ERR_LOCKED`
+/// (overwriting a file another writer holds), `VDS_ERR_IO`.
 /// Close the dataset with `vds_close`.
 #[no_mangle]
 pub unsafe extern "C" fn vds_builder_create(b: *const vds_builder, path: *const c_char, out_dataset: *mut *mut vds_dataset) -> vds_status {
@@ -291,7 +294,7 @@ pub unsafe extern "C" fn vds_builder_create(b: *const vds_builder, path: *const 
             return fail(vds_status::VDS_ERR_NULL_POINTER, "out_dataset is NULL");
         }
         let ds = b.lock().unwrap_or_else(std::sync::PoisonError::into_inner).create(path)?;
-        let id = register(Object::Dataset(Arc::new(DatasetObj::new(ds))));
+        let id = register(Object::Dataset(Arc::new(DatasetObj::new(ds))))?;
         // SAFETY: checked non-NULL above.
         unsafe { out(out_dataset, id as *mut vds_dataset, "out_dataset") }
     })

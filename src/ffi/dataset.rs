@@ -15,7 +15,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 /// `vds_variable_*`, `vds_*_json` and `vds_get_*` functions) may be called
 /// on one handle from several threads at once. Functions that change the
 /// dataset (`vds_write`, `vds_set_attribute`, `vds_set_slot_policy`,
-/// `vds_commit`) take the handle exclusively and wait for readers to finish.
+/// `vds_commit`, `vds_rollback`) take the handle exclusively and wait for readers to finish.
 /// `vds_close` must not race with other calls on the same handle: a call
 /// that starts after it gets `VDS_ERR_BAD_HANDLE`.
 pub struct vds_dataset {
@@ -268,7 +268,7 @@ pub unsafe extern "C" fn vds_open(path: *const c_char, flags: u32, out_dataset: 
         }
         let durability = if flags & VDS_OPEN_NO_SYNC != 0 { Durability::None } else { Durability::Fsync };
         let ds = OpenOptions::new().write(flags & VDS_OPEN_WRITE != 0).durability(durability).open(path)?;
-        let id = register(Object::Dataset(Arc::new(DatasetObj::new(ds))));
+        let id = register(Object::Dataset(Arc::new(DatasetObj::new(ds))))?;
         // SAFETY: checked non-NULL above.
         unsafe { out(out_dataset, id as *mut vds_dataset, "out_dataset") }
     })
@@ -278,11 +278,26 @@ pub unsafe extern "C" fn vds_open(path: *const c_char, flags: u32, out_dataset: 
 /// visible, atomically. Nothing to commit is success.
 ///
 /// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
-/// `VDS_ERR_READ_ONLY`, `VDS_ERR_POISONED`, `VDS_ERR_IO`.
+/// `VDS_ERR_READ_ONLY`, `VDS_ERR_POISONED`, `VDS_ERR_NOT_FOUND` (an
+/// external file is missing), `VDS_ERR_IO`.
 #[no_mangle]
 pub extern "C" fn vds_commit(ds: *mut vds_dataset) -> vds_status {
     ffi_boundary!("vds_commit", {
         dataset(ds)?.write()?.commit()?;
+        Ok(())
+    })
+}
+
+/// Discards every write and attribute change since the last commit; the
+/// handle stays open and shows the last commit again. Nothing to discard
+/// (or a read-only dataset) is success.
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+/// `VDS_ERR_CORRUPT` or `VDS_ERR_IO` (the committed descriptor could not be read again).
+#[no_mangle]
+pub extern "C" fn vds_rollback(ds: *mut vds_dataset) -> vds_status {
+    ffi_boundary!("vds_rollback", {
+        dataset(ds)?.write()?.rollback()?;
         Ok(())
     })
 }
@@ -548,7 +563,8 @@ pub unsafe extern "C" fn vds_attributes_json(
 /// the next commit.
 ///
 /// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
-/// `VDS_ERR_NOT_FOUND`, `VDS_ERR_INVALID_ARGUMENT` (malformed JSON), `VDS_ERR_READ_ONLY`.
+/// `VDS_ERR_NOT_FOUND`, `VDS_ERR_INVALID_ARGUMENT` (malformed JSON),
+/// `VDS_ERR_READ_ONLY`, `VDS_ERR_POISONED`.
 #[no_mangle]
 pub unsafe extern "C" fn vds_set_attribute(
     ds: *mut vds_dataset,
@@ -667,7 +683,8 @@ fn check_dtype(d: &Dataset, var: usize, dtype: i32) -> FfiResult {
 /// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
 /// `VDS_ERR_OUT_OF_RANGE` (variable index, region beyond the extent),
 /// `VDS_ERR_INVALID_ARGUMENT` (ndim, step 0, buffer larger than the region),
-/// `VDS_ERR_TYPE_MISMATCH`, `VDS_ERR_BUFFER_TOO_SMALL`, `VDS_ERR_CORRUPT`, `VDS_ERR_IO`.
+/// `VDS_ERR_TYPE_MISMATCH`, `VDS_ERR_BUFFER_TOO_SMALL`, `VDS_ERR_CORRUPT`,
+/// `VDS_ERR_NOT_FOUND` (an external file is missing), `VDS_ERR_IO`.
 /// On failure the contents of `buf` are unspecified.
 ///
 /// Thread safety: several threads may read through one handle at once.
@@ -694,7 +711,8 @@ pub unsafe extern "C" fn vds_read(
         if buf.is_null() {
             return fail(vds_status::VDS_ERR_NULL_POINTER, "buf is NULL");
         }
-        // SAFETY: the caller promises `buf_len` writable bytes at `buf`; any
+        super::check_len::<u8>(buf_len, "buf")?;
+        // SAFETY: the caller promises `buf_len` writable bytes at `buf` (at most isize::MAX); any
         // byte pattern is valid for u8, and for bool the library writes only 0 or 1.
         let out = unsafe { std::slice::from_raw_parts_mut(buf, buf_len) };
         d.read_bytes(var, &r, order, out)?;

@@ -113,7 +113,9 @@ thread_local! {
 
 fn set_last_error(msg: &str) {
     let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
-    LAST_ERROR.with(|e| *e.borrow_mut() = c);
+    // try_with: during thread teardown (a C destructor calling libvds) the
+    // thread-local may be gone, and `with` would panic outside the boundary.
+    let _ = LAST_ERROR.try_with(|e| *e.borrow_mut() = c);
 }
 
 /// Runs an exported function's body: catches panics, records the message of
@@ -171,12 +173,13 @@ fn registry() -> std::sync::MutexGuard<'static, Registry> {
 }
 
 /// Registers `obj` and returns its handle id.
-pub(crate) fn register(obj: Object) -> usize {
+pub(crate) fn register(obj: Object) -> FfiResult<usize> {
     let mut r = registry();
     let id = r.next;
-    r.next += 16;
+    // Ids are never reused: when they run out (only conceivable on 32-bit hosts), refuse.
+    r.next = id.checked_add(16).ok_or_else(|| Fail(vds_status::VDS_ERR_OUT_OF_MEMORY, "no handle ids left".into()))?;
     r.live.insert(id, obj);
-    id
+    Ok(id)
 }
 
 /// Looks up a live handle.
@@ -225,6 +228,7 @@ pub(crate) unsafe fn arg_opt_str<'a>(p: *const c_char, what: &str) -> FfiResult<
 
 /// Reads an array argument of `n` elements, with a bound on `n` checked before the pointer is used.
 pub(crate) unsafe fn arg_slice<'a, T>(p: *const T, n: usize, max: usize, what: &str) -> FfiResult<&'a [T]> {
+    check_len::<T>(n, what)?;
     if n > max {
         return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("{what} has {n} elements, at most {max} are allowed"));
     }
@@ -236,6 +240,15 @@ pub(crate) unsafe fn arg_slice<'a, T>(p: *const T, n: usize, max: usize, what: &
     }
     // SAFETY: the caller promises `n` readable elements at `p`; n is bounded above.
     Ok(unsafe { std::slice::from_raw_parts(p, n) })
+}
+
+/// Refuses lengths no object can have: a Rust slice may not span more than
+/// `isize::MAX` bytes, so making one from a larger C length would be undefined.
+pub(crate) fn check_len<T>(n: usize, what: &str) -> FfiResult {
+    if n > isize::MAX as usize / std::mem::size_of::<T>().max(1) {
+        return fail(vds_status::VDS_ERR_OUT_OF_RANGE, format!("the length of {what} ({n}) exceeds the largest possible object"));
+    }
+    Ok(())
 }
 
 /// Stores `value` through an output pointer.
@@ -302,7 +315,7 @@ pub extern "C" fn vds_version_number() -> u32 {
 /// Thread safety: each thread has its own message.
 #[no_mangle]
 pub extern "C" fn vds_last_error_message() -> *const c_char {
-    ffi_infallible!(c"".as_ptr(), { LAST_ERROR.with(|e| e.borrow().as_ptr()) })
+    ffi_infallible!(c"".as_ptr(), { LAST_ERROR.try_with(|e| e.borrow().as_ptr()).unwrap_or(c"".as_ptr()) })
 }
 
 /// A fixed description of a status code, e.g. "corrupt file" for

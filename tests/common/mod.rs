@@ -126,3 +126,27 @@ pub fn head_len(bytes: &[u8]) -> usize {
     let first = bytes.iter().position(|&b| b == b'\n').unwrap();
     first + 2 + bytes[first + 1..].iter().position(|&b| b == b'\n').unwrap()
 }
+
+/// Replaces the section `name` of RELIABILITY.md (between its begin and end
+/// markers) with `body`, so that the figures there come from the tests that
+/// measured them. The file is created with a preamble if missing.
+pub fn record_reliability(name: &str, body: &str) {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("RELIABILITY.md");
+    let mut text = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        "# Reliability\n\nThe figures below are written by the tests that measured them \
+         (`sh .ci/deps.sh && cargo test --release` rewrites each section); do not edit them by hand.\n"
+            .to_string()
+    });
+    let (begin, end) = (format!("<!-- begin {name} -->\n"), format!("<!-- end {name} -->\n"));
+    let section = format!("{begin}{body}{end}");
+    match (text.find(&begin), text.find(&end)) {
+        (Some(a), Some(b)) if b > a => text.replace_range(a..b + end.len(), &section),
+        _ => {
+            text.push('\n');
+            text.push_str(&section);
+        }
+    }
+    std::fs::write(&path, text).unwrap();
+}

@@ -1,0 +1,324 @@
+//! Checking, repairing and compacting a container (SPEC.md section 7.7).
+
+use super::{check_constant, lock, read_slots, Dataset, Snapshot};
+use crate::commit::{CommitSlot, SLOT_SIZE};
+use crate::error::{invalid, Error, ErrorKind, Result};
+use crate::index::{Entry, Key, PageReader};
+use crate::storage::{FileStorage, Storage};
+use std::fs::OpenOptions as FsOpenOptions;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What [`Dataset::verify`] found.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct VerifyReport {
+    /// The commit that was checked (the dataset's current one).
+    pub commit: u64,
+    /// The sequence number of the other commit slot, if it holds an intact earlier commit.
+    pub previous_commit: Option<u64>,
+    /// Every problem found, each with what and where.
+    pub problems: Vec<Error>,
+    /// Index pages read and checked.
+    pub index_pages: u64,
+    /// Chunk entries checked (stored chunks read, checksummed and decoded).
+    pub chunks: u64,
+    /// Bytes of the container the commit uses: head, commit slots, its
+    /// index pages, its chunks and its descriptor.
+    pub live_bytes: u64,
+    /// The committed length of the container.
+    pub file_bytes: u64,
+    /// Bytes of the container no longer used by the commit (left behind by
+    /// copy-on-write), which [`Dataset::compact`] reclaims.
+    pub reclaimable_bytes: u64,
+}
+
+impl VerifyReport {
+    /// Whether no problem was found.
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// What [`Dataset::recover`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Recovery {
+    /// The newest commit is intact; nothing was written.
+    Intact {
+        /// Its sequence number.
+        commit: u64,
+    },
+    /// The newest commit was damaged; the file was rolled back to the older one.
+    RolledBack {
+        /// The damaged commit's sequence number.
+        damaged: u64,
+        /// The commit the file now shows (the older commit's contents).
+        restored: u64,
+    },
+}
+
+/// What [`Dataset::compact`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactReport {
+    /// Container length before.
+    pub before_bytes: u64,
+    /// Container length after.
+    pub after_bytes: u64,
+}
+
+/// Most problems collected before verification stops listing them.
+const MAX_PROBLEMS: usize = 1000;
+
+impl Dataset {
+    /// Checks every checksum and structure of the current commit: the
+    /// descriptor, every index page, every index entry against the
+    /// variables' chunk grids, and every stored chunk (read, checksummed and
+    /// decoded). Problems are collected, each naming the structure and its
+    /// offset, rather than stopping at the first. Time is proportional to the
+    /// data; uncommitted writes are not checked.
+    ///
+    /// # Errors
+    /// Only for failures that stop the check itself (for example the file
+    /// cannot be read at all); damage is reported in the [`VerifyReport`].
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let storage = &*self.storage;
+        let c = &self.commit;
+        let mut problems = Vec::new();
+        let mut note = |e: Error| {
+            if problems.len() < MAX_PROBLEMS {
+                problems.push(e);
+            }
+        };
+        // The other slot: informational (a new file's slot 0 is empty by design).
+        let previous_commit =
+            read_slots(storage, c.head_len)?.into_iter().filter_map(std::result::Result::ok).map(|s| s.sequence).find(|&s| s != c.sequence);
+        // The descriptor may have been damaged since it was read at open.
+        if let Err(e) = super::read_descriptor(storage, c, self.line1, storage.len().map_err(|e| Error::io("reading the file length", e))?)
+        {
+            note(e);
+        }
+        // A fresh reader, so that nothing comes from the cache.
+        let reader = PageReader::new(c.page_size, c.file_len);
+        let mut pages = Vec::new();
+        let mut entries: Vec<(Key, Entry)> = Vec::new();
+        let mut damaged_pages = 0;
+        reader.walk_checked(storage, c.root, &mut |off| pages.push(off), &mut |k, e| entries.push((*k, *e)), &mut |e| {
+            damaged_pages += 1;
+            note(e);
+        });
+        // With a damaged page the count cannot match; that page is reported already.
+        if damaged_pages == 0 && entries.len() as u64 != c.entries {
+            note(Error::corrupt(
+                "commit slot",
+                0,
+                c.head_len + (c.sequence % 2) * SLOT_SIZE,
+                format!("records {} index entries, the index holds {}", c.entries, entries.len()),
+            ));
+        }
+        let mut live = c.head_len + 2 * SLOT_SIZE + pages.len() as u64 * u64::from(c.page_size);
+        if c.desc_offset != self.line1 {
+            live += c.desc_len;
+        }
+        let mut buf = Vec::new();
+        for (key, entry) in &entries {
+            let Some((v, coords)) = self.check_key(key, &mut note) else { continue };
+            let var = &self.vars[v];
+            match *entry {
+                Entry::Stored { codec, slot, offset, length, crc } => {
+                    if slot == 0 {
+                        live += u64::from(length);
+                    }
+                    buf.resize(var.chunk_elems * var.esize(), 0);
+                    if let Err(e) = self.load_stored(v, &coords, codec, slot, offset, length, crc, &mut buf) {
+                        note(e);
+                    }
+                }
+                Entry::Constant { value } => {
+                    if let Err(e) = check_constant(var, &value, &coords) {
+                        note(e);
+                    }
+                }
+                Entry::Fill => {}
+            }
+        }
+        Ok(VerifyReport {
+            commit: c.sequence,
+            previous_commit,
+            problems,
+            index_pages: pages.len() as u64,
+            chunks: entries.len() as u64,
+            live_bytes: live,
+            file_bytes: c.file_len,
+            reclaimable_bytes: c.file_len.saturating_sub(live),
+        })
+    }
+
+    /// Checks that an index key names a chunk of a variable (format 1.0:
+    /// level of detail 0, partitioning 0, coordinates inside the grid).
+    fn check_key(&self, key: &Key, note: &mut impl FnMut(Error)) -> Option<(usize, Vec<u64>)> {
+        let v = (key.layer >> 16) as usize;
+        let bad = |detail: String| Error::new(ErrorKind::Corrupt, format!("corrupt index entry {key:?}: {detail}"));
+        let Some(var) = self.vars.get(v) else {
+            note(bad(format!("variable {v} does not exist")));
+            return None;
+        };
+        if key.layer & 0xffff != 0 {
+            note(bad("a level of detail or partitioning that format 1.0 does not define".into()));
+            return None;
+        }
+        let n = var.grid.len();
+        let coords: Vec<u64> = key.coords[..n].iter().map(|&c| u64::from(c)).collect();
+        if coords.iter().zip(&var.grid).any(|(c, g)| c >= g) || key.coords[n..].iter().any(|&c| c != 0) {
+            note(bad(format!("coordinates outside the chunk grid {:?} of variable {:?}", var.grid, var.name)));
+            return None;
+        }
+        Some((v, coords))
+    }
+
+    /// Rolls a damaged container back to its newest intact commit.
+    ///
+    /// The newest commit is checked as [`Dataset::verify`] does; if it is
+    /// damaged and the commit in the other slot is intact, a new commit
+    /// slot is written that restores the older commit's contents (the
+    /// damaged commit's slot is the one overwritten, so a crash during
+    /// recovery leaves the file as it was). Nothing else is written: the
+    /// damaged bytes and their neighbours stay as they are, and later writes
+    /// go after them. A container keeps two commits, so recovery can go
+    /// back one commit.
+    ///
+    /// # Errors
+    /// `Locked` when a writer has the file open; `Corrupt` when neither
+    /// commit is intact (the message lists what is wrong with each); `Io`.
+    pub fn recover(path: impl AsRef<Path>) -> Result<Recovery> {
+        let path = path.as_ref();
+        let file =
+            FsOpenOptions::new().read(true).write(true).open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        lock(&file, path)?;
+        let storage: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
+        let file_len = storage.len().map_err(|e| Error::io("reading the file length", e))?;
+        let (line1, head_len) = super::find_head(&*storage, file_len)?;
+        let mut slots: Vec<CommitSlot> = read_slots(&*storage, head_len)?.into_iter().filter_map(std::result::Result::ok).collect();
+        slots.sort_by_key(|s| std::cmp::Reverse(s.sequence));
+        let Some(newest) = slots.first().cloned() else {
+            return Err(Error::corrupt("commit slots", 0, head_len, "neither commit slot is intact; nothing to recover to"));
+        };
+        let mut reasons = Vec::new();
+        for (i, slot) in slots.iter().enumerate() {
+            match Self::check_commit(&storage, path, slot, line1) {
+                Ok(()) if i == 0 => return Ok(Recovery::Intact { commit: slot.sequence }),
+                Ok(()) => {
+                    // Same parity as the damaged commit: its slot is the one overwritten.
+                    let restored = CommitSlot {
+                        sequence: newest.sequence + 2,
+                        file_len: newest.file_len.min(file_len).max(slot.file_len),
+                        ..slot.clone()
+                    };
+                    let at = head_len + (restored.sequence % 2) * SLOT_SIZE;
+                    storage.sync().map_err(|e| Error::io("recovering: syncing the file", e))?;
+                    storage.write_at(at, &restored.encode()).map_err(|e| Error::io("recovering: writing the commit slot", e))?;
+                    storage.sync().map_err(|e| Error::io("recovering: syncing the commit slot", e))?;
+                    return Ok(Recovery::RolledBack { damaged: newest.sequence, restored: restored.sequence });
+                }
+                Err(e) => reasons.push(format!("commit {}: {e}", slot.sequence)),
+            }
+        }
+        Err(Error::corrupt("commit slots", 0, head_len, format!("no intact commit to recover to ({})", reasons.join("; "))))
+    }
+
+    /// Opens the commit of `slot` (not necessarily the newest) and verifies it.
+    fn check_commit(storage: &Arc<dyn Storage>, path: &Path, slot: &CommitSlot, line1: u64) -> Result<()> {
+        let snap = Snapshot::for_slot(&**storage, slot.clone(), line1)?;
+        let ds = Dataset::from_snapshot(storage.clone(), Some(path.to_path_buf()), false, super::Durability::Fsync, snap);
+        let report = ds.verify()?;
+        match report.problems.into_iter().next() {
+            None => Ok(()),
+            Some(first) => Err(first),
+        }
+    }
+
+    /// Rewrites the container without the space copy-on-write left behind,
+    /// and reports the lengths before and after. Chunks in the container are
+    /// copied to a new file beside it, which replaces the container by an
+    /// atomic rename once it is complete and synced: a crash at any moment
+    /// leaves either the old or the new file, each whole. Chunks in external
+    /// files stay where they are. Commit first: uncommitted writes are refused.
+    ///
+    /// # Errors
+    /// `ReadOnly`, `Poisoned`, `InvalidArgument` (uncommitted changes, or no
+    /// container on disk), `Corrupt` (a chunk or page fails its check: run
+    /// verify and recover first), `Io`.
+    pub fn compact(&mut self) -> Result<CompactReport> {
+        self.check_writable()?;
+        if !self.pending.is_empty() || self.desc_dirty {
+            return Err(invalid("commit before compacting: there are uncommitted changes"));
+        }
+        let path = self.path.clone().ok_or_else(|| invalid("compaction needs a container on disk"))?;
+        let before = self.commit.file_len;
+        let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+        tmp_name.push(".compacting");
+        let tmp = path.with_file_name(tmp_name);
+        // A leftover from a compaction that crashed is garbage.
+        let _ = std::fs::remove_file(&tmp);
+        let file = FsOpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
+        lock(&file, &tmp)?;
+        let storage: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
+        let result = self.copy_into(storage, &tmp);
+        let mut new = match result {
+            Ok(d) => d,
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e);
+            }
+        };
+        std::fs::rename(&tmp, &path).map_err(|e| Error::io(format!("renaming {} to {}", tmp.display(), path.display()), e))?;
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        if self.durability == super::Durability::Fsync {
+            std::fs::File::open(&dir)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| Error::io(format!("syncing directory {}", dir.display()), e))?;
+        }
+        new.path = Some(path);
+        new.policy = self.policy.clone();
+        // External files opened by this handle stay valid for the new one.
+        new.slot_files = std::mem::take(&mut self.slot_files);
+        new.slot_ends = std::mem::take(&mut self.slot_ends);
+        let after = new.commit.file_len;
+        *self = new;
+        Ok(CompactReport { before_bytes: before, after_bytes: after })
+    }
+
+    /// Writes a new container into `storage` holding this commit's contents.
+    fn copy_into(&self, storage: Arc<dyn Storage>, tmp: &Path) -> Result<Dataset> {
+        let mut new = Dataset::initialize(storage, Some(tmp.to_path_buf()), self.desc.clone(), self.durability)?;
+        let mut entries = Vec::new();
+        self.reader.for_each(&*self.storage, self.commit.root, &mut |k, e| {
+            entries.push((*k, *e));
+            Ok(())
+        })?;
+        for (key, entry) in entries {
+            let entry = match entry {
+                Entry::Stored { codec: cb, slot: 0, offset, length, crc } => {
+                    let mut bytes = vec![0u8; length as usize];
+                    self.storage.read_at(offset, &mut bytes).map_err(|e| Error::io(format!("reading a chunk at offset {offset:#x}"), e))?;
+                    if crate::wire::crc32(&bytes) != crc {
+                        return Err(Error::corrupt("chunk", 0, offset, "CRC32 mismatch; run verify and recover before compacting"));
+                    }
+                    let at = new.end;
+                    new.storage.write_at(at, &bytes).map_err(|e| Error::io("compacting: writing a chunk", e))?;
+                    new.end += u64::from(length);
+                    Entry::Stored { codec: cb, slot: 0, offset: at, length, crc }
+                }
+                other => other,
+            };
+            new.pending.insert(key, entry);
+        }
+        new.commit()?;
+        Ok(new)
+    }
+}
