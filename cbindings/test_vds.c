@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -502,6 +503,64 @@ static void test_damaged_files(const char *path) {
                "corrupt chunk [0] of variable \"ramp\" at offset");
         CHECK(strstr(vds_last_error_message(), "CRC32 mismatch") != NULL);
         OK(vds_close(ds));
+    }
+
+    /* An index page (the last page of a one-commit file is its root), and a truncated file. */
+    {
+        long len = 0;
+        unsigned char *data = read_file(path_in("one-chunk.vds"), &len);
+        const uint64_t s0[] = {0}, n[] = {64};
+        double ramp[64];
+        CHECK(data != NULL && len > 4096);
+        if (data) {
+            flip_copy(path_in("one-chunk.vds"), path_in("bad-page.vds"), len - 100);
+            OK(vds_open(path_in("bad-page.vds"), VDS_OPEN_READ, &ds));
+            EXPECT(vds_read(ds, 0, VDS_FLOAT64, s0, n, NULL, 1, VDS_ORDER_C, (uint8_t *)ramp, sizeof ramp), VDS_ERR_CORRUPT,
+                   "corrupt index page at offset");
+            OK(vds_close(ds));
+            write_file(path_in("truncated.vds"), data, len - 10);
+            EXPECT(vds_open(path_in("truncated.vds"), VDS_OPEN_READ, &ds), VDS_ERR_CORRUPT, "it was truncated");
+            free(data);
+        }
+    }
+    /* An external file that is a symbolic link leaving the directory: refused unless allowed.
+     * And a memory limit below one chunk. */
+    {
+        vds_builder *b = NULL;
+        const char *axes[] = {"x"};
+        const uint64_t s0[] = {0}, n[] = {64}, chunk[] = {64};
+        const uint16_t ext[] = {1};
+        int32_t vals[64], back[64];
+        int k;
+        char outside[1300], slot[1300];
+        for (k = 0; k < 64; k++) vals[k] = k * 3;
+        OK(vds_builder_new(&b));
+        OK(vds_builder_add_axis(b, "x", 64, NULL, 0, 63));
+        OK(vds_builder_add_variable(b, "v", VDS_INT32, axes, 1, chunk));
+        OK(vds_builder_add_external_slot(b, "linked.1"));
+        OK(vds_builder_set_overwrite(b, true));
+        OK(vds_builder_create(b, path_in("linked.vds"), &ds));
+        OK(vds_set_slot_policy(ds, VDS_SLOTS_FIXED, ext, 1, 0));
+        OK(vds_write(ds, 0, VDS_INT32, s0, n, NULL, 1, VDS_ORDER_C, (const uint8_t *)vals, sizeof vals));
+        OK(vds_close(ds));
+        OK(vds_builder_free(b));
+        snprintf(slot, sizeof slot, "%s", path_in("linked.1"));
+        snprintf(outside, sizeof outside, "%s.outside", dir);
+        CHECK(rename(slot, outside) == 0);
+        CHECK(symlink(outside, slot) == 0);
+        OK(vds_open(path_in("linked.vds"), VDS_OPEN_READ, &ds));
+        EXPECT(vds_read(ds, 0, VDS_INT32, s0, n, NULL, 1, VDS_ORDER_C, (uint8_t *)back, sizeof back), VDS_ERR_CORRUPT,
+               "outside the container's directory");
+        OK(vds_close(ds));
+        OK(vds_open(path_in("linked.vds"), VDS_OPEN_READ | VDS_OPEN_ALLOW_EXTERNAL_PATHS, &ds));
+        OK(vds_read(ds, 0, VDS_INT32, s0, n, NULL, 1, VDS_ORDER_C, (uint8_t *)back, sizeof back));
+        CHECK(memcmp(vals, back, sizeof vals) == 0);
+        OK(vds_set_memory_limit(ds, 100));
+        EXPECT(vds_read(ds, 0, VDS_INT32, s0, n, NULL, 1, VDS_ORDER_C, (uint8_t *)back, sizeof back), VDS_ERR_OUT_OF_MEMORY,
+               "more than the memory limit of 100 bytes");
+        EXPECT(vds_set_memory_limit(NULL, 100), VDS_ERR_NULL_POINTER, "dataset handle is NULL");
+        OK(vds_close(ds));
+        remove(outside);
     }
 
     /* Not a container at all, and a newer major version. */

@@ -79,6 +79,14 @@
 #define VDS_OPEN_NO_SYNC 2
 
 /**
+ * `vds_open` flag: let external-file slot names point outside the
+ * container's directory (absolute paths, "..", symbolic links leaving it).
+ * Without it such names are refused as `VDS_ERR_CORRUPT`: they come from
+ * the file, which may come from anyone.
+ */
+#define VDS_OPEN_ALLOW_EXTERNAL_PATHS 4
+
+/**
  * Status codes returned by every libvds function. `VDS_OK` is 0; values are
  * never renumbered or reused. `vds_last_error_message()` explains the
  * latest failure on the calling thread in words.
@@ -613,7 +621,8 @@ vds_status vds_builder_create(const struct vds_builder *b,
 
 /**
  * Opens the container at `path` and stores a handle in `*out_dataset`.
- * `flags` is `VDS_OPEN_READ`, or `VDS_OPEN_WRITE` optionally or-ed with `VDS_OPEN_NO_SYNC`.
+ * `flags` is `VDS_OPEN_READ` or `VDS_OPEN_WRITE`, or-ed with any of
+ * `VDS_OPEN_NO_SYNC` and `VDS_OPEN_ALLOW_EXTERNAL_PATHS`.
  *
  * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_INVALID_ARGUMENT`
  * (unknown flags), `VDS_ERR_NOT_FOUND`, `VDS_ERR_IO`, `VDS_ERR_CORRUPT`,
@@ -624,6 +633,15 @@ vds_status vds_builder_create(const struct vds_builder *b,
  * Thread safety: may be called from any thread.
  */
 vds_status vds_open(const char *path, uint32_t flags, struct vds_dataset **out_dataset);
+
+/**
+ * Sets the most bytes one buffer the library allocates for this handle (a
+ * chunk being decoded or assembled) may take; larger needs fail with
+ * `VDS_ERR_OUT_OF_MEMORY` instead of allocating. The default is 1 GiB.
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`.
+ */
+vds_status vds_set_memory_limit(struct vds_dataset *ds, uint64_t bytes);
 
 /**
  * Makes every write and attribute change since the last commit durable and
@@ -819,6 +837,7 @@ vds_status vds_get_stats(const struct vds_dataset *ds, struct vds_stats *out_sta
  * `VDS_ERR_OUT_OF_RANGE` (variable index, region beyond the extent),
  * `VDS_ERR_INVALID_ARGUMENT` (ndim, step 0, buffer larger than the region),
  * `VDS_ERR_TYPE_MISMATCH`, `VDS_ERR_BUFFER_TOO_SMALL`, `VDS_ERR_CORRUPT`,
+ * `VDS_ERR_OUT_OF_MEMORY` (a chunk larger than the memory limit),
  * `VDS_ERR_NOT_FOUND` (an external file is missing), `VDS_ERR_IO`.
  * On failure the contents of `buf` are unspecified.
  *

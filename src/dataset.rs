@@ -56,6 +56,8 @@ pub enum SlotPolicy {
 pub struct OpenOptions {
     write: bool,
     durability: Durability,
+    memory_limit: Option<u64>,
+    allow_external_paths: bool,
 }
 
 impl OpenOptions {
@@ -72,6 +74,23 @@ impl OpenOptions {
     pub fn durability(&mut self, d: Durability) -> &mut OpenOptions {
         self.durability = d;
         self
+    }
+    /// The memory limit of the opened dataset (see [`Dataset::set_memory_limit`]).
+    pub fn memory_limit(&mut self, bytes: u64) -> &mut OpenOptions {
+        self.memory_limit = Some(bytes);
+        self
+    }
+    /// Lets external-file slot names point outside the container's directory
+    /// (absolute paths, `..`, symbolic links that leave it). Off by default:
+    /// slot names come from the file, which may come from anyone.
+    pub fn allow_external_paths(&mut self, allow: bool) -> &mut OpenOptions {
+        self.allow_external_paths = allow;
+        self
+    }
+    fn apply(&self, mut ds: Dataset) -> Dataset {
+        ds.memory_limit = self.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT);
+        ds.allow_external_paths = self.allow_external_paths;
+        ds
     }
     /// Opens the container at `path`.
     ///
@@ -90,7 +109,9 @@ impl OpenOptions {
             lock(&file, path)?;
         }
         let storage: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
-        Dataset::load(storage, Some(path.to_path_buf()), self.write, self.durability).map_err(|e| e.context(path.display()))
+        Dataset::load(storage, Some(path.to_path_buf()), self.write, self.durability)
+            .map(|d| self.apply(d))
+            .map_err(|e| e.context(path.display()))
     }
     /// Opens a container held by any [`Storage`] (e.g. [`crate::MemoryStorage`]).
     /// External-file slots are not available on such a dataset.
@@ -98,7 +119,7 @@ impl OpenOptions {
     /// # Errors
     /// As [`OpenOptions::open`], except `Locked`.
     pub fn open_storage(&self, storage: Arc<dyn Storage>) -> Result<Dataset> {
-        Dataset::load(storage, None, self.write, self.durability)
+        Dataset::load(storage, None, self.write, self.durability).map(|d| self.apply(d))
     }
 }
 
@@ -444,7 +465,15 @@ pub struct Dataset {
     policy: SlotPolicy,
     turn: usize,
     poisoned: bool,
+    memory_limit: u64,
+    /// Whether external-file slot names may leave the container's directory.
+    allow_external_paths: bool,
 }
+
+/// The default of [`Dataset::set_memory_limit`]: 1 GiB.
+pub const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
+/// zlib's largest possible expansion: 1032 output bytes per input byte.
+const MAX_DEFLATE_RATIO: u64 = 1032;
 
 impl std::fmt::Debug for Dataset {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -532,6 +561,8 @@ impl Dataset {
             policy: SlotPolicy::Fixed(0),
             turn: 0,
             poisoned: false,
+            memory_limit: DEFAULT_MEMORY_LIMIT,
+            allow_external_paths: false,
         }
     }
 
@@ -697,6 +728,13 @@ impl Dataset {
         self.check_type(v, T::DTYPE)?;
         let n = region.check_within(&self.vars[v].shape, &format!("variable {:?}", self.vars[v].name))?;
         let n = wire::to_usize(n, "region element count")?;
+        let bytes = wire::mul(n as u64, std::mem::size_of::<T>() as u64, "region byte size")?;
+        if bytes > self.memory_limit {
+            return Err(Error::new(
+                ErrorKind::OutOfMemory,
+                format!("a region of {bytes} bytes exceeds the memory limit of {} bytes", self.memory_limit),
+            ));
+        }
         let mut out = Vec::new();
         out.try_reserve_exact(n).map_err(|_| Error::new(ErrorKind::OutOfMemory, format!("cannot allocate {n} elements")))?;
         out.resize(n, T::default());
@@ -778,9 +816,6 @@ impl Dataset {
                     fill_block(&plan.dst_spans(), &value[..esize], out, plan.dst0);
                 }
                 Some(Entry::Stored { codec, slot, offset, length, crc }) => {
-                    if chunk_buf.is_empty() {
-                        chunk_buf = vec![0u8; var.chunk_elems * esize];
-                    }
                     self.load_stored(v, coords, codec, slot, offset, length, crc, &mut chunk_buf)?;
                     copy_block(&plan.spans, esize, &chunk_buf, plan.src0, out, plan.dst0);
                 }
@@ -802,7 +837,8 @@ impl Dataset {
         }
         let var = self.vars[v].clone();
         let esize = var.esize();
-        let mut buf = vec![0u8; var.chunk_elems * esize];
+        let mut buf = Vec::new();
+        self.reserve(&mut buf, var.chunk_elems * esize, &format!("a chunk of variable {:?}", var.name))?;
         let result = for_each_chunk(&var, region, order, |coords, plan| {
             let key = chunk_key(v, coords);
             // A chunk whose valid part the region covers entirely needs no old contents.
@@ -829,6 +865,28 @@ impl Dataset {
         result
     }
 
+    /// Sizes `buf` to `n` zero bytes, within the memory limit and without
+    /// aborting when memory is short.
+    fn reserve(&self, buf: &mut Vec<u8>, n: usize, what: &str) -> Result<()> {
+        if n as u64 > self.memory_limit {
+            return Err(Error::new(
+                ErrorKind::OutOfMemory,
+                format!("{what} needs {n} bytes, more than the memory limit of {} bytes", self.memory_limit),
+            ));
+        }
+        buf.clear();
+        buf.try_reserve_exact(n).map_err(|_| Error::new(ErrorKind::OutOfMemory, format!("cannot allocate {n} bytes for {what}")))?;
+        buf.resize(n, 0);
+        Ok(())
+    }
+
+    /// The most bytes one buffer (a chunk, or a region from
+    /// [`Dataset::read_vec`]) may take; larger requests fail with
+    /// `OutOfMemory` instead of allocating. The default is 1 GiB.
+    pub fn set_memory_limit(&mut self, bytes: u64) {
+        self.memory_limit = bytes;
+    }
+
     /// The current entry of a chunk: uncommitted writes first, then the committed index.
     fn entry(&self, key: &Key) -> Result<Option<Entry>> {
         if let Some(e) = self.pending.get(key) {
@@ -838,7 +896,7 @@ impl Dataset {
     }
 
     /// The whole current contents of a chunk, in memory form.
-    fn load_chunk(&self, v: usize, coords: &[u64], buf: &mut [u8]) -> Result<()> {
+    fn load_chunk(&self, v: usize, coords: &[u64], buf: &mut Vec<u8>) -> Result<()> {
         let var = &self.vars[v];
         let esize = var.esize();
         let all = [Span { count: var.chunk_elems, src: 0, dst: 1 }];
@@ -867,16 +925,22 @@ impl Dataset {
         offset: u64,
         length: u32,
         crc: u32,
-        buf: &mut [u8],
+        buf: &mut Vec<u8>,
     ) -> Result<()> {
         let var = &self.vars[v];
         let object = || format!("chunk {coords:?} of variable {:?}", var.name);
         let bad = |detail: String| Error::corrupt(object(), slot, offset, detail);
+        // Everything the entry claims is checked before memory is allocated for
+        // it, in this order: lengths against the chunk shape, then against what
+        // compression can do, then against the file that holds the bytes.
         let raw = codec::raw_len(var.dtype, var.chunk_elems);
-        // Stored bytes are never longer than the raw form (SPEC.md section 6), so
-        // this bounds the allocation by the chunk shape, not by the entry.
+        // Stored bytes are never longer than the raw form (SPEC.md section 6).
         if length == 0 || length as usize > raw {
             return Err(bad(format!("stored length {length} outside 1..={raw}")));
+        }
+        // Deflate expands at most 1032 to 1: a short entry cannot claim a huge chunk.
+        if (raw as u64) > u64::from(length) * MAX_DEFLATE_RATIO + 1024 {
+            return Err(bad(format!("{length} stored bytes cannot hold a chunk of {raw} bytes")));
         }
         let storage = self.slot_storage(slot).map_err(|e| {
             if e.kind() == ErrorKind::NotFound && slot as usize > self.desc.slots.len() {
@@ -886,10 +950,17 @@ impl Dataset {
             }
         })?;
         let end = wire::add(offset, u64::from(length), "chunk end")?;
-        if slot == 0 && (offset < self.commit.head_len + 2 * SLOT_SIZE || end > self.end.max(self.commit.file_len)) {
-            return Err(bad("chunk lies outside the body of the container".into()));
+        let file_end = if slot == 0 {
+            self.end.max(self.commit.file_len)
+        } else {
+            storage.len().map_err(|e| Error::io(format!("reading the length of external file slot {slot}"), e))?
+        };
+        if (slot == 0 && offset < self.commit.head_len + 2 * SLOT_SIZE) || end > file_end {
+            return Err(bad(format!("chunk of {length} bytes lies outside the data of its file (which ends at {file_end:#x})")));
         }
-        let mut stored = vec![0u8; length as usize];
+        self.reserve(buf, var.chunk_elems * var.esize(), &object())?;
+        let mut stored = Vec::new();
+        self.reserve(&mut stored, length as usize, &object())?;
         storage.read_at(offset, &mut stored).map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 bad("chunk lies beyond the end of its file".into())
@@ -916,10 +987,23 @@ impl Dataset {
             return Ok(s.clone());
         }
         let name = &self.desc.slots[i].name;
-        // Validated at parse; checked again here because this is where a name becomes a path.
-        check_slot_name(name).map_err(invalid)?;
         let dir = self.path.as_deref().and_then(Path::parent).ok_or_else(|| invalid("external-file slots need a container on disk"))?;
+        let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
         let p = dir.join(name);
+        if !self.allow_external_paths {
+            // The name comes from the file: it must stay inside the container's
+            // directory, lexically and after resolving symbolic links.
+            let refuse = |why: String| Error::corrupt(format!("external file slot {slot}"), 0, 0, why);
+            check_slot_name(name).map_err(|e| refuse(format!("{e}; open with allow_external_paths to follow it")))?;
+            let real_dir = dir.canonicalize().map_err(|e| Error::io(format!("resolving {}", dir.display()), e))?;
+            let real = p.canonicalize().map_err(|e| Error::io(format!("opening external file slot {slot} ({})", p.display()), e))?;
+            if !real.starts_with(&real_dir) {
+                return Err(refuse(format!(
+                    "slot name {name:?} resolves to {}, outside the container's directory; open with allow_external_paths to follow it",
+                    real.display()
+                )));
+            }
+        }
         let file = FsOpenOptions::new()
             .read(true)
             .write(self.writable)

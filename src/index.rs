@@ -32,7 +32,7 @@
 use crate::error::{Error, Result};
 use crate::storage::Storage;
 use crate::wire::{crc32, get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 const MAGIC: &[u8; 4] = b"VDSI";
@@ -319,7 +319,12 @@ impl PageReader {
         let mut stack = vec![(ChildRef { key: Key { layer: 0, coords: [0; 8] }, offset: root.offset, crc: root.crc }, root.level)];
         let ps = u64::from(self.page_size);
         let mut buf = vec![0u8; self.page_size as usize];
+        let mut seen = HashSet::new();
         while let Some((r, level)) = stack.pop() {
+            if let Err(e) = first_visit(&mut seen, r.offset) {
+                problem(e);
+                continue;
+            }
             if r.offset.checked_add(ps).is_none_or(|end| end > self.limit) {
                 problem(Error::corrupt(
                     "index page",
@@ -350,21 +355,35 @@ impl PageReader {
 
     /// Calls `f` for every entry of the tree in key order.
     pub(crate) fn for_each(&self, storage: &dyn Storage, root: Option<Root>, f: &mut dyn FnMut(&Key, &Entry) -> Result<()>) -> Result<()> {
-        fn walk(pr: &PageReader, s: &dyn Storage, r: &ChildRef, level: u8, f: &mut dyn FnMut(&Key, &Entry) -> Result<()>) -> Result<()> {
+        type Visit<'a> = &'a mut dyn FnMut(&Key, &Entry) -> Result<()>;
+        fn walk(pr: &PageReader, s: &dyn Storage, r: &ChildRef, level: u8, seen: &mut HashSet<u64>, f: Visit<'_>) -> Result<()> {
+            first_visit(seen, r.offset)?;
             match &*pr.load(s, r, level)? {
                 Page::Leaf(entries) => entries.iter().try_for_each(|(k, e)| f(k, e)),
                 Page::Branch(children) => {
                     let below = child_level(level, r.offset)?;
-                    children.iter().try_for_each(|c| walk(pr, s, c, below, f))
+                    children.iter().try_for_each(|c| walk(pr, s, c, below, seen, f))
                 }
             }
         }
         match root {
             None => Ok(()),
             Some(root) => {
-                walk(self, storage, &ChildRef { key: Key { layer: 0, coords: [0; 8] }, offset: root.offset, crc: root.crc }, root.level, f)
+                let r = ChildRef { key: Key { layer: 0, coords: [0; 8] }, offset: root.offset, crc: root.crc };
+                walk(self, storage, &r, root.level, &mut HashSet::new(), f)
             }
         }
+    }
+}
+
+/// Records a visit of the page at `offset`. In a tree every page has one
+/// parent; a page reached twice means a hostile index shaped as a graph, whose
+/// full walk could take exponential time if it were followed.
+fn first_visit(seen: &mut HashSet<u64>, offset: u64) -> Result<()> {
+    if seen.insert(offset) {
+        Ok(())
+    } else {
+        Err(Error::corrupt("index page", 0, offset, "the page is referenced more than once"))
     }
 }
 

@@ -63,6 +63,8 @@ mod commit;
 mod dataset;
 mod error;
 pub mod ffi;
+#[doc(hidden)]
+pub mod fuzzing;
 mod index;
 mod spec;
 mod storage;

@@ -617,14 +617,14 @@ impl DescriptorJson {
     /// `InvalidArgument` for a builder); an unknown data type or codec is
     /// `UnsupportedFeature` either way.
     pub(crate) fn validate(&self, kind: ErrorKind) -> Result<(Vec<Axis>, Vec<Variable>)> {
-        self.check_rules().map_err(|e| match e {
+        self.check_rules(kind == ErrorKind::Corrupt).map_err(|e| match e {
             Rule::Broken(detail) if kind == ErrorKind::Corrupt => descriptor_error(detail),
             Rule::Broken(detail) => Error::new(kind, detail),
             Rule::Unsupported(e) => e,
         })
     }
 
-    fn check_rules(&self) -> std::result::Result<(Vec<Axis>, Vec<Variable>), Rule> {
+    fn check_rules(&self, from_file: bool) -> std::result::Result<(Vec<Axis>, Vec<Variable>), Rule> {
         if self.axes.is_empty() || self.axes.len() > MAX_DIMS {
             return Err(format!("a dataset has 1 to {MAX_DIMS} axes, found {}", self.axes.len()).into());
         }
@@ -707,7 +707,13 @@ impl DescriptorJson {
             });
         }
         for (i, s) in self.slots.iter().enumerate() {
-            check_slot_name(&s.name)?;
+            // A builder's names must be confined; a file's are checked when a
+            // slot is opened, where the caller may allow more (SPEC.md 8).
+            if from_file {
+                check_name("slot", &s.name)?;
+            } else {
+                check_slot_name(&s.name)?;
+            }
             if self.slots[..i].iter().any(|t| t.name == s.name) {
                 return Err(format!("external-file slot {:?} is listed twice", s.name).into());
             }

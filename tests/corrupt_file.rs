@@ -233,8 +233,8 @@ fn hostile_index_entries_are_refused_without_large_allocations() {
     let edited = dir.path("h.vds");
     for (at, value, want) in [
         (48, &u32::MAX.to_le_bytes()[..], "stored length"),
-        (40, &(1u64 << 60).to_le_bytes()[..], "outside the body"),
-        (40, &0u64.to_le_bytes()[..], "outside the body"),
+        (40, &(1u64 << 60).to_le_bytes()[..], "outside the data of its file"),
+        (40, &0u64.to_le_bytes()[..], "outside the data of its file"),
         (38, &7u16.to_le_bytes()[..], "slot 7"),
         (37, &[0x0f][..], "compression id"),
         (36, &[9][..], "unknown kind"),

@@ -31,6 +31,11 @@ pub const VDS_OPEN_READ: u32 = 0;
 pub const VDS_OPEN_WRITE: u32 = 1;
 /// `vds_open` flag: commits do not fsync (for scratch files).
 pub const VDS_OPEN_NO_SYNC: u32 = 2;
+/// `vds_open` flag: let external-file slot names point outside the
+/// container's directory (absolute paths, "..", symbolic links leaving it).
+/// Without it such names are refused as `VDS_ERR_CORRUPT`: they come from
+/// the file, which may come from anyone.
+pub const VDS_OPEN_ALLOW_EXTERNAL_PATHS: u32 = 4;
 
 /// Element types. In memory, values are in native byte order; a bool is one byte, 0 or 1.
 #[repr(i32)]
@@ -246,7 +251,8 @@ fn scalar_to_native(dtype: DType, s: Scalar) -> Vec<u8> {
 }
 
 /// Opens the container at `path` and stores a handle in `*out_dataset`.
-/// `flags` is `VDS_OPEN_READ`, or `VDS_OPEN_WRITE` optionally or-ed with `VDS_OPEN_NO_SYNC`.
+/// `flags` is `VDS_OPEN_READ` or `VDS_OPEN_WRITE`, or-ed with any of
+/// `VDS_OPEN_NO_SYNC` and `VDS_OPEN_ALLOW_EXTERNAL_PATHS`.
 ///
 /// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_INVALID_ARGUMENT`
 /// (unknown flags), `VDS_ERR_NOT_FOUND`, `VDS_ERR_IO`, `VDS_ERR_CORRUPT`,
@@ -263,14 +269,31 @@ pub unsafe extern "C" fn vds_open(path: *const c_char, flags: u32, out_dataset: 
         if out_dataset.is_null() {
             return fail(vds_status::VDS_ERR_NULL_POINTER, "out_dataset is NULL");
         }
-        if flags & !(VDS_OPEN_WRITE | VDS_OPEN_NO_SYNC) != 0 {
+        if flags & !(VDS_OPEN_WRITE | VDS_OPEN_NO_SYNC | VDS_OPEN_ALLOW_EXTERNAL_PATHS) != 0 {
             return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("unknown open flags {flags:#x}"));
         }
         let durability = if flags & VDS_OPEN_NO_SYNC != 0 { Durability::None } else { Durability::Fsync };
-        let ds = OpenOptions::new().write(flags & VDS_OPEN_WRITE != 0).durability(durability).open(path)?;
+        let ds = OpenOptions::new()
+            .write(flags & VDS_OPEN_WRITE != 0)
+            .durability(durability)
+            .allow_external_paths(flags & VDS_OPEN_ALLOW_EXTERNAL_PATHS != 0)
+            .open(path)?;
         let id = register(Object::Dataset(Arc::new(DatasetObj::new(ds))))?;
         // SAFETY: checked non-NULL above.
         unsafe { out(out_dataset, id as *mut vds_dataset, "out_dataset") }
+    })
+}
+
+/// Sets the most bytes one buffer the library allocates for this handle (a
+/// chunk being decoded or assembled) may take; larger needs fail with
+/// `VDS_ERR_OUT_OF_MEMORY` instead of allocating. The default is 1 GiB.
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`.
+#[no_mangle]
+pub extern "C" fn vds_set_memory_limit(ds: *mut vds_dataset, bytes: u64) -> vds_status {
+    ffi_boundary!("vds_set_memory_limit", {
+        dataset(ds)?.write()?.set_memory_limit(bytes);
+        Ok(())
     })
 }
 
@@ -684,6 +707,7 @@ fn check_dtype(d: &Dataset, var: usize, dtype: i32) -> FfiResult {
 /// `VDS_ERR_OUT_OF_RANGE` (variable index, region beyond the extent),
 /// `VDS_ERR_INVALID_ARGUMENT` (ndim, step 0, buffer larger than the region),
 /// `VDS_ERR_TYPE_MISMATCH`, `VDS_ERR_BUFFER_TOO_SMALL`, `VDS_ERR_CORRUPT`,
+/// `VDS_ERR_OUT_OF_MEMORY` (a chunk larger than the memory limit),
 /// `VDS_ERR_NOT_FOUND` (an external file is missing), `VDS_ERR_IO`.
 /// On failure the contents of `buf` are unspecified.
 ///

@@ -1,0 +1,276 @@
+//! The bodies of the fuzz targets in fuzz/, kept in the library so that a
+//! normal `cargo test` on stable replays every committed corpus and crash
+//! input through exactly the code the fuzzers ran. Not part of the API.
+//!
+//! Each function takes arbitrary bytes and must neither panic, hang nor
+//! allocate without bound; the structure-aware ones also check integrity:
+//! damage is reported as an error, never returned as values.
+
+use crate::array::{Order, Region};
+use crate::codec;
+use crate::dataset::{Dataset, DatasetBuilder, OpenOptions, VariableBuilder};
+use crate::error::ErrorKind;
+use crate::index;
+use crate::spec::{Axis, Codec, DType, DescriptorJson};
+use crate::storage::MemoryStorage;
+use std::sync::Arc;
+
+/// Memory limit for datasets opened from fuzz input.
+const FUZZ_MEMORY_LIMIT: u64 = 64 << 20;
+/// Largest region read in full from fuzz input, in elements.
+const FUZZ_MAX_READ: u64 = 1 << 20;
+
+/// Small deterministic generator driven by the input.
+struct Bytes<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl Bytes<'_> {
+    fn u8(&mut self) -> u8 {
+        let b = self.data.get(self.pos).copied().unwrap_or(0);
+        self.pos += 1;
+        b
+    }
+    fn u64(&mut self) -> u64 {
+        (0..8).fold(0u64, |acc, _| acc << 8 | u64::from(self.u8()))
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.u64() % n
+        }
+    }
+}
+
+/// Fuzz target `descriptor`: the descriptor parser and validator.
+pub fn descriptor(data: &[u8]) {
+    if let Ok((d, axes, vars, _)) = DescriptorJson::parse(data) {
+        // What parses must serialize and parse again to the same shape.
+        let again = DescriptorJson::parse(&d.to_bytes()).expect("a parsed descriptor must parse again");
+        assert_eq!(again.1, axes);
+        assert_eq!(again.2.len(), vars.len());
+    }
+}
+
+/// Fuzz target `index_page`: decoding one index page, raw and with a valid CRC.
+pub fn index_page(data: &[u8]) {
+    let Some((&sel, rest)) = data.split_first() else { return };
+    let size = if sel & 0x80 != 0 { 4096 } else { 512 };
+    let mut page = vec![0u8; size];
+    let n = rest.len().min(size);
+    page[..n].copy_from_slice(&rest[..n]);
+    let level = sel & 3;
+    let _ = index::decode_page(&page, 0, level, None);
+    // Sealed, so that the fuzzer explores what lies behind the checksum.
+    let crc = crate::wire::crc32(&page[..size - 4]);
+    page[size - 4..].copy_from_slice(&crc.to_le_bytes());
+    let _ = index::decode_page(&page, 0, level, Some(crc));
+}
+
+/// Fuzz target `codec`: every codec's decoder on arbitrary stored bytes,
+/// and the encoder on arbitrary chunks (which must round-trip).
+pub fn codec(data: &[u8]) {
+    let mut b = Bytes { data, pos: 0 };
+    let dtype = DType::ALL[b.below(DType::ALL.len() as u64) as usize];
+    let codec_byte = b.u8();
+    let elems = 1 + b.below(1 << 14) as usize;
+    let rest = data.get(b.pos..).unwrap_or_default();
+    let mut out = vec![0u8; elems * dtype.size()];
+    let _ = codec::decode(dtype, codec_byte, rest, &mut out);
+    // Encoding any chunk and decoding it gives it back.
+    let esize = dtype.size();
+    let n = rest.len() / esize;
+    if n > 0 {
+        let mut chunk = rest[..n * esize].to_vec();
+        if dtype == DType::Bool {
+            chunk.iter_mut().for_each(|x| *x &= 1);
+        }
+        for c in [Codec::NONE, Codec::deflate(codec_byte % 10), Codec::deflate(1).with_shuffle(false)] {
+            let (cb, stored) = codec::encode(dtype, c, &chunk);
+            let mut back = vec![0u8; chunk.len()];
+            codec::decode(dtype, cb, &stored, &mut back).expect("an encoded chunk must decode");
+            assert_eq!(back, chunk, "round trip of {dtype} with {c:?}");
+        }
+    }
+}
+
+/// Reads everything a dataset shows: every variable fully (when not huge)
+/// in both orders, random regions, statistics and a verification.
+/// Returns the full contents of each variable that could be read.
+fn read_everything(ds: &Dataset, b: &mut Bytes<'_>) -> Vec<Result<Vec<u8>, ErrorKind>> {
+    let mut contents = Vec::new();
+    for (v, var) in ds.variables().iter().enumerate() {
+        let n: u64 = var.shape().iter().try_fold(1u64, |a, &d| a.checked_mul(d)).unwrap_or(u64::MAX);
+        if n <= FUZZ_MAX_READ {
+            let full = Region::full(var.shape()).expect("a variable's shape is a region");
+            let mut c = vec![0u8; n as usize * var.dtype().size()];
+            let mut f = c.clone();
+            let r = ds.read_bytes(v, &full, Order::C, &mut c).map(|()| c).map_err(|e| e.kind());
+            let rf = ds.read_bytes(v, &full, Order::Fortran, &mut f).map_err(|e| e.kind());
+            assert_eq!(r.is_ok(), rf.is_ok(), "reading in C and in Fortran order must agree on success");
+            contents.push(r);
+        }
+        for _ in 0..4 {
+            let start: Vec<u64> = var.shape().iter().map(|&d| b.below(d)).collect();
+            let shape: Vec<u64> = var.shape().iter().zip(&start).map(|(&d, &s)| 1 + b.below((d - s).min(64))).collect();
+            let step: Vec<u64> = shape.iter().map(|_| 1 + b.below(3)).collect();
+            let Ok(r) = Region::new(&start, &shape).and_then(|r| r.with_step(&step)) else { continue };
+            // The typed path too (other types are refused by type, which is fine).
+            let _ = ds.read_vec::<u8>(v, &r, Order::C);
+            let len = shape.iter().product::<u64>() as usize * var.dtype().size();
+            let mut buf = vec![0u8; len];
+            let _ = ds.read_bytes(v, &r, Order::Fortran, &mut buf);
+        }
+    }
+    let _ = ds.stats();
+    let _ = ds.verify();
+    contents
+}
+
+/// Fuzz target `open_read`: arbitrary bytes opened as a container and read everywhere.
+pub fn open_read(data: &[u8]) {
+    let storage = Arc::new(MemoryStorage::from_bytes(data));
+    let Ok(ds) = OpenOptions::new().memory_limit(FUZZ_MEMORY_LIMIT).open_storage(storage) else { return };
+    let mut b = Bytes { data, pos: data.len().saturating_sub(64) };
+    read_everything(&ds, &mut b);
+}
+
+/// A small valid container built from `seed`: its bytes after the last commit,
+/// the full contents of each variable after each of its two commits, and the
+/// byte range of the newest commit slot.
+pub struct Sample {
+    /// The container's bytes.
+    pub bytes: Vec<u8>,
+    /// Per commit (first, second): per variable, its values in C order as native bytes.
+    pub commits: [Vec<Vec<u8>>; 2],
+    /// Offset of the newest commit slot (512 bytes).
+    pub newest_slot: usize,
+    /// Chunks stored as bytes by the last commit.
+    pub stored_chunks: u64,
+}
+
+/// Builds a small random container (1 to 3 dimensions, any type, any codec,
+/// edge chunks, constant chunks) with two commits.
+pub fn sample(seed: &[u8]) -> Sample {
+    // The seed is stretched (a multiplicative hash of position and seed) so
+    // that short or repetitive seeds still give varied values.
+    let mut h = 0x9E37_79B9_7F4A_7C15u64;
+    let stretched: Vec<u8> = (0..4096usize)
+        .map(|i| {
+            h = (h ^ u64::from(seed.get(i % seed.len().max(1)).copied().unwrap_or(0))).wrapping_mul(0x100_0000_01B3).rotate_left(17);
+            (h >> 24) as u8
+        })
+        .collect();
+    let mut b = Bytes { data: &stretched, pos: 0 };
+    let ndim = 1 + b.below(3) as usize;
+    let names = ["a", "b", "c"];
+    let shape: Vec<u64> = (0..ndim).map(|_| 1 + b.below(12)).collect();
+    let chunk: Vec<u64> = shape.iter().map(|&s| 1 + b.below(s)).collect();
+    let dtype = DType::ALL[b.below(DType::ALL.len() as u64) as usize];
+    let codec = match b.below(3) {
+        0 => Codec::NONE,
+        1 => Codec::deflate(1),
+        _ => Codec::deflate(9).with_shuffle(false),
+    };
+    let mut builder = DatasetBuilder::new();
+    for d in 0..ndim {
+        builder.axis(Axis::new(names[d], shape[d]));
+    }
+    builder.variable(VariableBuilder::new("v", dtype, &names[..ndim]).chunk(&chunk).codec(codec));
+    let storage = MemoryStorage::new();
+    let mut ds = builder.create_in(Arc::new(storage.clone())).expect("a sample description is valid");
+    let n: u64 = shape.iter().product();
+    let esize = dtype.size();
+    let mut values = vec![0u8; n as usize * esize];
+    let mut commits: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
+    for commit in &mut commits {
+        // Half the writes are constant, so constant chunks come and go.
+        let constant = b.below(2) == 0;
+        let fill = b.u8();
+        for (i, x) in values.iter_mut().enumerate() {
+            *x = if constant { fill } else { b.u8() ^ (i as u8) };
+            if dtype == DType::Bool {
+                *x &= 1;
+            }
+        }
+        let start: Vec<u64> = shape.iter().map(|&s| b.below(s)).collect();
+        let part: Vec<u64> = shape.iter().zip(&start).map(|(&s, &a)| 1 + b.below(s - a)).collect();
+        let region = Region::new(&start, &part).expect("valid region");
+        let m: u64 = part.iter().product();
+        let data = values[..m as usize * esize].to_vec();
+        ds.write_bytes(0usize, &region, Order::C, &data).expect("writing a sample");
+        ds.commit().expect("committing a sample");
+        let mut full = vec![0u8; n as usize * esize];
+        ds.read_bytes(0usize, &Region::full(&shape).expect("shape"), Order::C, &mut full).expect("reading a sample");
+        *commit = vec![full];
+    }
+    let stored_chunks = ds.stats().map(|s| s.stored_chunks).unwrap_or(0);
+    let bytes = storage.to_bytes();
+    let head = bytes
+        .iter()
+        .position(|&c| c == b'\n')
+        .and_then(|a| bytes[a + 1..].iter().position(|&c| c == b'\n').map(|b2| a + b2 + 2))
+        .unwrap_or(0);
+    let seq = |at: usize| u64::from_le_bytes(bytes[at + 16..at + 24].try_into().unwrap_or([0; 8]));
+    let newest_slot = if seq(head + 512) > seq(head) { head + 512 } else { head };
+    Sample { bytes, commits, newest_slot, stored_chunks }
+}
+
+/// What reading damaged bytes showed, compared with a sample's commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Opening or reading failed with an error (the damage was found).
+    Refused,
+    /// Every value equals the last commit's (the damage touched nothing it uses).
+    Unchanged,
+    /// Every value equals the previous commit's: the newest commit slot was damaged,
+    /// which is indistinguishable from a commit interrupted by a crash.
+    PreviousCommit,
+}
+
+/// Opens damaged sample bytes, reads everything, and classifies what was
+/// returned. Panics if values differ from both commits (damage returned as data).
+pub fn check_damaged(s: &Sample, damaged: &[u8], changed: std::ops::Range<usize>) -> Outcome {
+    let storage = Arc::new(MemoryStorage::from_bytes(damaged));
+    let Ok(ds) = OpenOptions::new().memory_limit(FUZZ_MEMORY_LIMIT).open_storage(storage) else { return Outcome::Refused };
+    let mut b = Bytes { data: damaged, pos: 0 };
+    let got = read_everything(&ds, &mut b);
+    if got.iter().any(Result::is_err) || got.len() != s.commits[1].len() {
+        return Outcome::Refused;
+    }
+    let got: Vec<Vec<u8>> = got.into_iter().map(|r| r.unwrap_or_default()).collect();
+    if got == s.commits[1] {
+        return Outcome::Unchanged;
+    }
+    let in_newest_slot = changed.start < s.newest_slot + 512 && changed.end > s.newest_slot;
+    if got == s.commits[0] && in_newest_slot {
+        return Outcome::PreviousCommit;
+    }
+    panic!("damage at bytes {changed:?} was returned as values instead of being reported");
+}
+
+/// Fuzz target `mutate`: a valid random container, damaged by the input,
+/// must be refused or read exactly as committed.
+pub fn mutate(data: &[u8]) {
+    let (seed, edits) = data.split_at(data.len().min(48));
+    let s = sample(seed);
+    let mut damaged = s.bytes.clone();
+    let mut b = Bytes { data: edits, pos: 0 };
+    let (mut lo, mut hi) = (usize::MAX, 0);
+    for _ in 0..edits.len() / 4 {
+        let at = b.below(damaged.len() as u64 + 16) as usize;
+        let x = b.u8();
+        if at < damaged.len() {
+            damaged[at] ^= x;
+            (lo, hi) = (lo.min(at), hi.max(at + 1));
+        } else {
+            damaged.truncate(damaged.len() - (at - damaged.len()).min(damaged.len()));
+            (lo, hi) = (lo.min(damaged.len()), hi.max(s.bytes.len()));
+        }
+    }
+    if lo < hi {
+        check_damaged(&s, &damaged, lo..hi);
+    }
+}
