@@ -1,6 +1,7 @@
 //! Datasets: creating, opening, reading, writing and committing a container.
 
 use crate::array::{as_bytes, as_bytes_mut, block_is_constant, copy_block, fill_block, strides, Element, Order, Region, Span};
+use crate::cache::{ChunkCache, ChunkId};
 use crate::codec;
 use crate::commit::{build_head, choose_slot, CommitSlot, SLOT_SIZE};
 use crate::error::{invalid, Error, ErrorKind, Result};
@@ -58,6 +59,7 @@ pub struct OpenOptions {
     durability: Durability,
     memory_limit: Option<u64>,
     allow_external_paths: bool,
+    cache_size: Option<u64>,
 }
 
 impl OpenOptions {
@@ -87,7 +89,15 @@ impl OpenOptions {
         self.allow_external_paths = allow;
         self
     }
+    /// The chunk cache size of the opened dataset (see [`Dataset::set_cache_size`]).
+    pub fn cache_size(&mut self, bytes: u64) -> &mut OpenOptions {
+        self.cache_size = Some(bytes);
+        self
+    }
     fn apply(&self, mut ds: Dataset) -> Dataset {
+        if let Some(c) = self.cache_size {
+            ds.set_cache_size(c);
+        }
         ds.memory_limit = self.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT);
         ds.allow_external_paths = self.allow_external_paths;
         ds
@@ -468,7 +478,11 @@ pub struct Dataset {
     memory_limit: u64,
     /// Whether external-file slot names may leave the container's directory.
     allow_external_paths: bool,
+    cache: Mutex<ChunkCache>,
 }
+
+/// The default of [`Dataset::set_cache_size`]: 64 MiB.
+pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
 
 /// The default of [`Dataset::set_memory_limit`]: 1 GiB.
 pub const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
@@ -563,6 +577,7 @@ impl Dataset {
             poisoned: false,
             memory_limit: DEFAULT_MEMORY_LIMIT,
             allow_external_paths: false,
+            cache: Mutex::new(ChunkCache::new(DEFAULT_CACHE_BYTES as usize)),
         }
     }
 
@@ -804,10 +819,11 @@ impl Dataset {
         }
         let var = &self.vars[v];
         let esize = var.esize();
-        let mut chunk_buf = Vec::new();
+        // Fill and constant chunks are written at once; stored ones are gathered
+        // so that those not in the cache can be decoded on several cores.
+        let mut stored: Vec<(Vec<u64>, ChunkPlan, Entry)> = Vec::new();
         for_each_chunk(var, region, order, |coords, plan| {
-            let key = chunk_key(v, coords);
-            match self.entry(&key)? {
+            match self.entry(&chunk_key(v, coords))? {
                 None | Some(Entry::Fill) => fill_block(&plan.dst_spans(), &var.fill[..esize], out, plan.dst0),
                 Some(Entry::Constant { value }) => {
                     let mut value = value;
@@ -815,12 +831,67 @@ impl Dataset {
                     codec::le_to_native(&mut value[..esize], esize);
                     fill_block(&plan.dst_spans(), &value[..esize], out, plan.dst0);
                 }
-                Some(Entry::Stored { codec, slot, offset, length, crc }) => {
-                    self.load_stored(v, coords, codec, slot, offset, length, crc, &mut chunk_buf)?;
-                    copy_block(&plan.spans, esize, &chunk_buf, plan.src0, out, plan.dst0);
-                }
+                Some(e) => stored.push((coords.to_vec(), plan.clone(), e)),
             }
             Ok(())
+        })?;
+        let uncached = {
+            let cache = self.cache_lock();
+            stored.iter().filter(|(_, _, e)| matches!(e, Entry::Stored { slot, offset, length, crc, .. } if !cache.contains(&(*slot, *offset, *length, *crc)))).count()
+        };
+        let workers = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get).min(uncached);
+        if workers < 2 || uncached * var.chunk_elems * esize < PARALLEL_MIN_BYTES {
+            for (coords, plan, e) in &stored {
+                let data = self.chunk_data(v, coords, *e)?;
+                copy_block(&plan.spans, esize, &data, plan.src0, out, plan.dst0);
+            }
+            return Ok(());
+        }
+        self.decode_parallel(v, &stored, workers, |plan, data| copy_block(&plan.spans, esize, data, plan.src0, out, plan.dst0))
+    }
+
+    /// Decodes `stored` chunks on `workers` threads while this thread hands
+    /// each decoded chunk to `take` (in completion order). Memory stays
+    /// bounded: at most two chunks per worker wait to be taken.
+    fn decode_parallel(
+        &self,
+        v: usize,
+        stored: &[(Vec<u64>, ChunkPlan, Entry)],
+        workers: usize,
+        mut take: impl FnMut(&ChunkPlan, &[u8]),
+    ) -> Result<()> {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let next = AtomicUsize::new(0);
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Result<Arc<Vec<u8>>>)>(2 * workers);
+            for _ in 0..workers {
+                let tx = tx.clone();
+                let (next, stop) = (&next, &stop);
+                s.spawn(move || loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= stored.len() || stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let (coords, _, e) = &stored[i];
+                    if tx.send((i, self.chunk_data(v, coords, *e))).is_err() {
+                        return;
+                    }
+                });
+            }
+            drop(tx);
+            let mut first_error = None;
+            for (i, r) in rx {
+                match r {
+                    Ok(data) if first_error.is_none() => take(&stored[i].1, &data),
+                    Ok(_) => {}
+                    Err(e) => {
+                        stop.store(true, Ordering::Relaxed);
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+            first_error.map_or(Ok(()), Err)
         })
     }
 
@@ -837,25 +908,40 @@ impl Dataset {
         }
         let var = self.vars[v].clone();
         let esize = var.esize();
+        let what = format!("a chunk of variable {:?}", var.name);
         let mut buf = Vec::new();
-        self.reserve(&mut buf, var.chunk_elems * esize, &format!("a chunk of variable {:?}", var.name))?;
+        self.reserve(&mut buf, var.chunk_elems * esize, &what)?;
+        // Chunks the region covers entirely need no old contents: they are
+        // gathered and encoded on several cores. The others are read,
+        // updated and rewritten here, one by one.
+        let mut full: Vec<(Vec<u64>, ChunkPlan)> = Vec::new();
         let result = for_each_chunk(&var, region, order, |coords, plan| {
-            let key = chunk_key(v, coords);
-            // A chunk whose valid part the region covers entirely needs no old contents.
             if plan.covers_chunk {
-                fill_block(&[Span { count: var.chunk_elems, src: 0, dst: 1 }], &var.fill[..esize], &mut buf, 0);
-            } else {
-                self.load_chunk(v, coords, &mut buf)?;
+                full.push((coords.to_vec(), plan.clone()));
+                return Ok(());
             }
-            // Reversed copy: caller's buffer -> chunk.
-            let rev: Vec<Span> = plan.spans.iter().map(|s| Span { count: s.count, src: s.dst, dst: s.src }).collect();
-            copy_block(&rev, esize, data, plan.dst0, &mut buf, plan.src0);
-            if var.dtype == DType::Bool {
-                buf.iter_mut().for_each(|b| *b = u8::from(*b != 0));
-            }
-            let entry = self.store_chunk(&var, coords, &buf)?;
-            self.pending.insert(key, entry);
+            self.load_chunk(v, coords, &mut buf)?;
+            gather(&var, plan, data, &mut buf);
+            let entry = self.store_prepared(&var, prepare(&var, coords, &buf))?;
+            self.pending.insert(chunk_key(v, coords), entry);
             Ok(())
+        })
+        .and_then(|()| {
+            let workers = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get).min(full.len());
+            if workers < 2 || full.len() * var.chunk_elems * esize < PARALLEL_MIN_BYTES {
+                for (coords, plan) in &full {
+                    fill_block(&[Span { count: var.chunk_elems, src: 0, dst: 1 }], &var.fill[..esize], &mut buf, 0);
+                    gather(&var, plan, data, &mut buf);
+                    let entry = self.store_prepared(&var, prepare(&var, coords, &buf))?;
+                    self.pending.insert(chunk_key(v, coords), entry);
+                }
+                return Ok(());
+            }
+            // Each worker holds one chunk buffer.
+            if (workers * var.chunk_elems * esize) as u64 > self.memory_limit {
+                return Err(Error::new(ErrorKind::OutOfMemory, format!("{workers} buffers for {what} exceed the memory limit")));
+            }
+            self.encode_parallel(v, &var, &full, data, workers)
         });
         if let Err(e) = &result {
             if e.kind() == ErrorKind::Io {
@@ -885,6 +971,33 @@ impl Dataset {
     /// `OutOfMemory` instead of allocating. The default is 1 GiB.
     pub fn set_memory_limit(&mut self, bytes: u64) {
         self.memory_limit = bytes;
+    }
+
+    /// The most bytes of decoded chunks kept for later reads (64 MiB by
+    /// default; 0 turns the cache off). Repeated reads of small regions of
+    /// compressed chunks then decode each chunk once.
+    pub fn set_cache_size(&mut self, bytes: u64) {
+        self.cache_lock().resize(usize::try_from(bytes).unwrap_or(usize::MAX));
+    }
+
+    fn cache_lock(&self) -> std::sync::MutexGuard<'_, ChunkCache> {
+        self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The decoded contents of a stored chunk, from the cache or the file.
+    fn chunk_data(&self, v: usize, coords: &[u64], entry: Entry) -> Result<Arc<Vec<u8>>> {
+        let Entry::Stored { codec, slot, offset, length, crc } = entry else {
+            return Err(Error::new(ErrorKind::Internal, "chunk_data on an entry that is not stored"));
+        };
+        let id: ChunkId = (slot, offset, length, crc);
+        if let Some(c) = self.cache_lock().get(&id) {
+            return Ok(c);
+        }
+        let mut buf = Vec::new();
+        self.load_stored(v, coords, codec, slot, offset, length, crc, &mut buf)?;
+        let data = Arc::new(buf);
+        self.cache_lock().insert(id, data.clone());
+        Ok(data)
     }
 
     /// The current entry of a chunk: uncommitted writes first, then the committed index.
@@ -1014,17 +1127,61 @@ impl Dataset {
         Ok(s)
     }
 
-    /// Turns a chunk's new contents into an index entry, writing its bytes if it is not constant.
-    fn store_chunk(&mut self, var: &Variable, coords: &[u64], buf: &[u8]) -> Result<Entry> {
+    /// Gathers and encodes fully covered chunks on `workers` threads while
+    /// this thread appends them to the file. At most two encoded chunks per
+    /// worker wait to be written.
+    fn encode_parallel(&mut self, v: usize, var: &Variable, full: &[(Vec<u64>, ChunkPlan)], data: &[u8], workers: usize) -> Result<()> {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
         let esize = var.esize();
-        let plan = valid_part(var, coords);
-        if block_is_constant(&plan, esize, buf, 0) {
-            let mut value = [0u8; 8];
-            value[..esize].copy_from_slice(&buf[..esize]);
-            codec::native_to_le(&mut value[..esize], esize);
-            return Ok(if value == var.fill { Entry::Fill } else { Entry::Constant { value } });
-        }
-        let (codec_byte, bytes) = codec::encode(var.dtype, var.codec, buf);
+        let next = AtomicUsize::new(0);
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Prepared)>(2 * workers);
+            for _ in 0..workers {
+                let tx = tx.clone();
+                let (next, stop) = (&next, &stop);
+                s.spawn(move || {
+                    let mut buf = vec![0u8; var.chunk_elems * esize];
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= full.len() || stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        let (coords, plan) = &full[i];
+                        fill_block(&[Span { count: var.chunk_elems, src: 0, dst: 1 }], &var.fill[..esize], &mut buf, 0);
+                        gather(var, plan, data, &mut buf);
+                        if tx.send((i, prepare(var, coords, &buf))).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+            drop(tx);
+            let mut first_error = None;
+            for (i, prepared) in rx {
+                if first_error.is_some() {
+                    continue;
+                }
+                match self.store_prepared(var, prepared) {
+                    Ok(entry) => {
+                        self.pending.insert(chunk_key(v, &full[i].0), entry);
+                    }
+                    Err(e) => {
+                        stop.store(true, Ordering::Relaxed);
+                        first_error = Some(e);
+                    }
+                }
+            }
+            first_error.map_or(Ok(()), Err)
+        })
+    }
+
+    /// Writes a prepared chunk's bytes (if any) and returns its index entry.
+    fn store_prepared(&mut self, var: &Variable, prepared: Prepared) -> Result<Entry> {
+        let (codec_byte, bytes) = match prepared {
+            Prepared::Entry(e) => return Ok(e),
+            Prepared::Bytes(c, b) => (c, b),
+        };
         let slot = self.next_slot();
         let storage = self.slot_storage(slot)?;
         let offset = if slot == 0 {
@@ -1182,6 +1339,8 @@ impl Dataset {
             return Ok(());
         }
         self.pending.clear();
+        // Later chunks may be written where the discarded ones were: forget those.
+        self.cache_lock().clear();
         self.end = self.commit.file_len;
         if std::mem::take(&mut self.desc_dirty) {
             let snap = Snapshot::for_slot(&*self.storage, self.commit.clone(), self.line1)?;
@@ -1423,7 +1582,41 @@ fn valid_part(var: &Variable, coords: &[u64]) -> Vec<Span> {
         .collect()
 }
 
+/// A chunk ready to be stored: an entry alone, or encoded bytes to write.
+enum Prepared {
+    Entry(Entry),
+    Bytes(u8, Vec<u8>),
+}
+
+/// Copies the region's elements for one chunk from the caller's buffer into
+/// the chunk buffer (the reverse of a read), normalizing bools to 0 or 1.
+fn gather(var: &Variable, plan: &ChunkPlan, data: &[u8], buf: &mut [u8]) {
+    let rev: Vec<Span> = plan.spans.iter().map(|s| Span { count: s.count, src: s.dst, dst: s.src }).collect();
+    copy_block(&rev, var.esize(), data, plan.dst0, buf, plan.src0);
+    if var.dtype == DType::Bool {
+        buf.iter_mut().for_each(|b| *b = u8::from(*b != 0));
+    }
+}
+
+/// Reduces a chunk's contents to a fill or constant entry (judged on the
+/// part inside the variable's extent), or encodes it.
+fn prepare(var: &Variable, coords: &[u64], buf: &[u8]) -> Prepared {
+    let esize = var.esize();
+    if block_is_constant(&valid_part(var, coords), esize, buf, 0) {
+        let mut value = [0u8; 8];
+        value[..esize].copy_from_slice(&buf[..esize]);
+        codec::native_to_le(&mut value[..esize], esize);
+        return Prepared::Entry(if value == var.fill { Entry::Fill } else { Entry::Constant { value } });
+    }
+    let (codec_byte, bytes) = codec::encode(var.dtype, var.codec, buf);
+    Prepared::Bytes(codec_byte, bytes)
+}
+
+/// Below this many bytes of chunks to decode, one thread does it all.
+const PARALLEL_MIN_BYTES: usize = 1 << 20;
+
 /// How one chunk and a region meet.
+#[derive(Clone)]
 struct ChunkPlan {
     /// Per axis: count, stride in the chunk (`src`), stride in the caller's buffer (`dst`).
     spans: Vec<Span>,

@@ -550,7 +550,7 @@ mod tests {
         let mut model = std::collections::BTreeMap::new();
         let mut root = None;
         let mut x = 12345u64;
-        for round in 0..20 {
+        for round in 0..if cfg!(miri) { 4 } else { 20 } {
             let mut changes = std::collections::BTreeMap::new();
             for _ in 0..(1 + round * 97 % 700) {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -566,7 +566,7 @@ mod tests {
             assert_eq!(added as usize, model.len() - before);
         }
         let reader = PageReader::new(DEFAULT_PAGE, s.len().unwrap());
-        assert!(root.unwrap().level >= 2, "the test should build a tree with branches");
+        assert!(root.unwrap().level >= if cfg!(miri) { 1 } else { 2 }, "the test should build a tree with branches");
         for (k, e) in &model {
             assert_eq!(reader.lookup(&s, root, k).unwrap(), Some(*e));
         }

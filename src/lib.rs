@@ -58,6 +58,7 @@
 #![warn(missing_docs)]
 
 mod array;
+mod cache;
 mod codec;
 mod commit;
 mod dataset;

@@ -115,3 +115,35 @@ fn threads_share_a_read_handle() {
         }
     });
 }
+
+#[test]
+fn multi_megabyte_regions_take_the_parallel_paths_and_match() {
+    // Large enough (8 MiB of chunks and more) that encoding and decoding run on several threads.
+    let dir = Scratch::new("parallel");
+    let path = dir.path("p.vds");
+    let shape = [130u64, 100, 90];
+    let n = (130 * 100 * 90) as usize;
+    let reference: Vec<f32> = (0..n).map(|i| ((i % 977) as f32).sqrt()).collect();
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("x", 130))
+        .axis(Axis::new("y", 100))
+        .axis(Axis::new("z", 90))
+        .variable(VariableBuilder::new("v", DType::Float32, &["x", "y", "z"]).chunk(&[32, 32, 32]).codec(Codec::deflate(1)))
+        .create(&path)
+        .unwrap();
+    // The whole volume: 60 chunks, all fully covered (edge chunks' valid parts included): encoded in parallel.
+    ds.write("v", &Region::full(&shape).unwrap(), Order::C, &reference).unwrap();
+    // Then an offset region in Fortran order: partial chunks at its edges, read-modify-written.
+    let start = [5u64, 5, 5];
+    let part = [120u64, 90, 80];
+    let values: Vec<f32> = (0..120 * 90 * 80).map(|i| -(i as f32)).collect();
+    ds.write("v", &Region::new(&start, &part).unwrap(), Order::Fortran, &values).unwrap();
+    ds.close().unwrap();
+    let mut want = reference.clone();
+    insert(&mut want, &shape, &start, &part, &[1, 1, 1], &values, true);
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.read_vec::<f32>("v", &Region::full(&shape).unwrap(), Order::C).unwrap(), want);
+    let got: Vec<f32> = ds.read_vec("v", &Region::full(&shape).unwrap(), Order::Fortran).unwrap();
+    assert_eq!(got, extract(&want, &shape, &[0, 0, 0], &shape, &[1, 1, 1], true));
+    assert_eq!(ds.stats().unwrap().stored_chunks, 5 * 4 * 3);
+}

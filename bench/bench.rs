@@ -1,0 +1,368 @@
+//! The native libvds benchmark: the suites of bench/README.md, each beside
+//! its floor (the same bytes through a plain file, and a memcpy), printed as
+//! Markdown tables.
+//!
+//! ```text
+//! cargo run --release --example bench -- [--quick] [--dir DIR] [--suite a,b,c,d]
+//! ```
+//! Timings are the median of several runs on a warm cache. Files are written
+//! with `Durability::None` (no fsync), as the peers and the floors write theirs.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use vds::{Axis, Codec, DType, Dataset, DatasetBuilder, Durability, Order, Region, VariableBuilder};
+
+struct Opts {
+    dir: PathBuf,
+    quick: bool,
+    suites: String,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Runs `f` `reps` times and returns the median seconds.
+fn time(reps: usize, mut f: impl FnMut()) -> f64 {
+    median(
+        (0..reps)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64()
+            })
+            .collect(),
+    )
+}
+
+struct Table {
+    title: String,
+    rows: Vec<(String, f64, u64, u64, f64)>, // name, seconds, bytes moved, bytes on disk, floor seconds
+}
+
+impl Table {
+    fn new(title: &str) -> Table {
+        Table { title: title.into(), rows: Vec::new() }
+    }
+    fn row(&mut self, name: &str, secs: f64, bytes: u64, disk: u64, floor: f64) {
+        self.rows.push((name.into(), secs, bytes, disk, floor));
+    }
+    fn print(&self) {
+        println!("\n### {}\n", self.title);
+        println!("| operation | time | throughput | on disk | floor (plain file) | time / floor |");
+        println!("|---|---:|---:|---:|---:|---:|");
+        for (name, s, bytes, disk, floor) in &self.rows {
+            let tp = if *bytes > 0 { format!("{:.0} MiB/s", *bytes as f64 / s / 1048576.0) } else { "-".into() };
+            let disk = if *disk > 0 { format!("{:.1} MiB", *disk as f64 / 1048576.0) } else { "-".into() };
+            let (fl, ratio) = if *floor > 0.0 { (fmt_time(*floor), format!("{:.2}", s / floor)) } else { ("-".into(), "-".into()) };
+            println!("| {name} | {} | {tp} | {disk} | {fl} | {ratio} |", fmt_time(*s));
+        }
+    }
+}
+
+fn fmt_time(s: f64) -> String {
+    if s < 1e-3 {
+        format!("{:.1} µs", s * 1e6)
+    } else if s < 1.0 {
+        format!("{:.2} ms", s * 1e3)
+    } else {
+        format!("{s:.2} s")
+    }
+}
+
+fn as_bytes(v: &[f32]) -> &[u8] {
+    // SAFETY: f32 has no padding and any byte is initialized.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), v.len() * 4) }
+}
+
+fn plain_write(path: &Path, data: &[u8]) {
+    let mut f = File::create(path).unwrap();
+    f.write_all(data).unwrap();
+}
+
+fn plain_read(path: &Path, out: &mut Vec<u8>) {
+    out.clear();
+    File::open(path).unwrap().read_to_end(out).unwrap();
+}
+
+fn disk(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+/// Suite (a): the ds-format paper's workloads: many tiny and small files, and a large one.
+fn suite_a(o: &Opts) {
+    let n = if o.quick { 200 } else { 1000 };
+    let dir = o.dir.join("a");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut t = Table::new(&format!("(a) ds-format paper: {n} tiny files, {n} small files, one large file"));
+    for (label, values) in [("tiny (one int64)", vec![42i64]), ("small (arange(1000) int64)", (0..1000).collect::<Vec<i64>>())] {
+        let raw: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let floor_w = time(3, || (0..n).for_each(|i| plain_write(&dir.join(format!("p{i}.bin")), &raw)));
+        let mut buf = Vec::new();
+        let floor_r = time(3, || (0..n).for_each(|i| plain_read(&dir.join(format!("p{i}.bin")), &mut buf)));
+        let len = values.len() as u64;
+        let w = time(3, || {
+            for i in 0..n {
+                let mut ds = DatasetBuilder::new()
+                    .overwrite(true)
+                    .durability(Durability::None)
+                    .axis(Axis::new("x", len))
+                    .variable(VariableBuilder::new("v", DType::Int64, &["x"]).chunk(&[len]))
+                    .create(dir.join(format!("v{i}.vds")))
+                    .unwrap();
+                ds.write("v", &Region::full(&[len]).unwrap(), Order::C, &values).unwrap();
+                ds.close().unwrap();
+            }
+        });
+        let r = time(3, || {
+            for i in 0..n {
+                let ds = Dataset::open(dir.join(format!("v{i}.vds"))).unwrap();
+                let got: Vec<i64> = ds.read_vec("v", &Region::full(&[len]).unwrap(), Order::C).unwrap();
+                assert_eq!(got.len(), values.len());
+            }
+        });
+        let bytes = raw.len() as u64 * n as u64;
+        t.row(&format!("write {label}"), w, bytes, disk(&dir.join("v0.vds")), floor_w);
+        t.row(&format!("read {label}"), r, bytes, 0, floor_r);
+    }
+    // One large file: 100 x 1000 x 1000 float64 (20 x 1000 x 1000 with --quick).
+    let planes = if o.quick { 20 } else { 100 };
+    let count = planes * 1000 * 1000;
+    let data: Vec<f64> = (0..count).map(|i| (i % 7919) as f64 * 0.5).collect();
+    // SAFETY: f64 has no padding.
+    let raw = unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), data.len() * 8) };
+    let floor_w = time(3, || plain_write(&dir.join("large.bin"), raw));
+    let mut buf = Vec::with_capacity(raw.len());
+    let floor_r = time(3, || plain_read(&dir.join("large.bin"), &mut buf));
+    let shape = [planes as u64, 1000, 1000];
+    let w = time(3, || {
+        let mut ds = DatasetBuilder::new()
+            .overwrite(true)
+            .durability(Durability::None)
+            .axis(Axis::new("z", shape[0]))
+            .axis(Axis::new("y", 1000))
+            .axis(Axis::new("x", 1000))
+            .variable(VariableBuilder::new("v", DType::Float64, &["z", "y", "x"]).chunk(&[1, 250, 1000]))
+            .create(dir.join("large.vds"))
+            .unwrap();
+        ds.write("v", &Region::full(&shape).unwrap(), Order::C, &data).unwrap();
+        ds.close().unwrap();
+    });
+    let mut out = vec![0f64; count];
+    let r = time(3, || {
+        let ds = Dataset::open(dir.join("large.vds")).unwrap();
+        ds.read("v", &Region::full(&shape).unwrap(), Order::C, &mut out).unwrap();
+    });
+    assert!(out == data);
+    let mut copy = vec![0u8; raw.len()];
+    let memcpy = time(3, || copy.copy_from_slice(raw));
+    t.row(&format!("write large ({planes}x1000x1000 float64)"), w, raw.len() as u64, disk(&dir.join("large.vds")), floor_w);
+    t.row(&format!("read large ({planes}x1000x1000 float64)"), r, raw.len() as u64, 0, floor_r);
+    t.row("memcpy of the large array", memcpy, raw.len() as u64, 0, 0.0);
+    t.print();
+}
+
+/// A smooth synthetic signal.
+fn volume(n: usize) -> Vec<f32> {
+    let mut v = vec![0f32; n * n * n];
+    for i in 0..n {
+        for j in 0..n {
+            for k in 0..n {
+                let (x, y, z) = (i as f32 / n as f32, j as f32 / n as f32, k as f32 / n as f32);
+                v[(i * n + j) * n + k] = (6.0 * x + 2.0 * y).sin() * (9.0 * z + 3.0 * x * y).cos() + 0.25 * (17.0 * z).sin();
+            }
+        }
+    }
+    v
+}
+
+/// Suite (b): a float32 volume in 64^3 chunks, uncompressed and with deflate.
+fn suite_b(o: &Opts) {
+    let n = if o.quick { 256 } else { 512 };
+    let dir = o.dir.join("b");
+    std::fs::create_dir_all(&dir).unwrap();
+    let vol = volume(n);
+    let raw = as_bytes(&vol);
+    let floor_w = time(3, || plain_write(&dir.join("vol.bin"), raw));
+    let mut buf = Vec::with_capacity(raw.len());
+    let floor_r = time(3, || plain_read(&dir.join("vol.bin"), &mut buf));
+    let nn = n as u64;
+    let shape = [nn, nn, nn];
+    for (label, codec) in [("uncompressed", Codec::NONE), ("deflate level 1 + shuffle", Codec::deflate(1))] {
+        let mut t = Table::new(&format!("(b) {n}^3 float32 volume, 64^3 chunks, {label}"));
+        let path = dir.join("vol.vds");
+        let w = time(3, || {
+            let mut ds = DatasetBuilder::new()
+                .overwrite(true)
+                .durability(Durability::None)
+                .axis(Axis::new("i", nn))
+                .axis(Axis::new("j", nn))
+                .axis(Axis::new("k", nn))
+                .variable(VariableBuilder::new("v", DType::Float32, &["i", "j", "k"]).chunk(&[64, 64, 64]).codec(codec))
+                .create(&path)
+                .unwrap();
+            ds.write("v", &Region::full(&shape).unwrap(), Order::C, &vol).unwrap();
+            ds.close().unwrap();
+        });
+        t.row("full write", w, raw.len() as u64, disk(&path), floor_w);
+        // Each timed read opens the file afresh: the OS cache is warm, libvds's chunk cache is not.
+        let mut out = vec![0f32; vol.len()];
+        let r = time(3, || Dataset::open(&path).unwrap().read("v", &Region::full(&shape).unwrap(), Order::C, &mut out).unwrap());
+        assert!(out == vol);
+        t.row("full read", r, raw.len() as u64, 0, floor_r);
+        for (axis, name) in [(0, "slice across axis 0 (i = n/2)"), (1, "slice across axis 1"), (2, "slice across axis 2")] {
+            let mut start = [0u64; 3];
+            let mut sh = shape;
+            start[axis] = nn / 2;
+            sh[axis] = 1;
+            let region = Region::new(&start, &sh).unwrap();
+            let mut out = vec![0f32; n * n];
+            let s = time(5, || Dataset::open(&path).unwrap().read("v", &region, Order::C, &mut out).unwrap());
+            t.row(name, s, (n * n * 4) as u64, 0, 0.0);
+        }
+        let mut seed = 7u64;
+        let mut rnd = move |m: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % m
+        };
+        let bricks: Vec<[u64; 3]> = (0..1000).map(|_| [rnd(nn / 64) * 64, rnd(nn / 64) * 64, rnd(nn / 64) * 64]).collect();
+        // Bricks and boxes: one handle for the 1000 reads, opened afresh for each timed run.
+        let mut brick = vec![0f32; 64 * 64 * 64];
+        let b = time(3, || {
+            let ds = Dataset::open(&path).unwrap();
+            bricks.iter().for_each(|s| ds.read("v", &Region::new(s, &[64, 64, 64]).unwrap(), Order::C, &mut brick).unwrap())
+        });
+        t.row("1000 random aligned 64^3 bricks", b, 1000 * 64 * 64 * 64 * 4, 0, 0.0);
+        let boxes: Vec<[u64; 3]> = (0..1000).map(|_| [rnd(nn - 8), rnd(nn - 8), rnd(nn - 8)]).collect();
+        let mut small = vec![0f32; 8 * 8 * 8];
+        let sb = time(3, || {
+            let ds = Dataset::open(&path).unwrap();
+            boxes.iter().for_each(|s| ds.read("v", &Region::new(s, &[8, 8, 8]).unwrap(), Order::C, &mut small).unwrap())
+        });
+        t.row("1000 random 8^3 boxes", sb, 1000 * 512 * 4, 0, 0.0);
+        t.print();
+    }
+}
+
+/// Suite (c): open latency at a million chunks.
+fn suite_c(o: &Opts) {
+    let chunks: u64 = if o.quick { 1 << 16 } else { 1 << 20 };
+    let dir = o.dir.join("c");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("many.vds");
+    let t0 = Instant::now();
+    let mut ds = DatasetBuilder::new()
+        .overwrite(true)
+        .durability(Durability::None)
+        .axis(Axis::new("x", chunks * 4))
+        .variable(VariableBuilder::new("v", DType::Int32, &["x"]).chunk(&[4]))
+        .create(&path)
+        .unwrap();
+    // Stored chunks (not constant): each holds four different values.
+    let values: Vec<i32> = (0..(chunks * 4) as i32).collect();
+    ds.write("v", &Region::full(&[chunks * 4]).unwrap(), Order::C, &values).unwrap();
+    ds.close().unwrap();
+    let build = t0.elapsed().as_secs_f64();
+    let last = Region::new(&[chunks * 4 - 4], &[4]).unwrap();
+    let lat = time(101, || {
+        let ds = Dataset::open(&path).unwrap();
+        let v: Vec<i32> = ds.read_vec("v", &last, Order::C).unwrap();
+        assert_eq!(v[3], (chunks * 4 - 1) as i32);
+    });
+    let mut t = Table::new(&format!("(c) open a file of {chunks} chunks and read its last chunk"));
+    t.row(&format!("write {chunks} chunks (once)"), build, chunks * 16, disk(&path), 0.0);
+    t.row("open + read the last chunk (median of 101)", lat, 16, 0, 0.0);
+    t.print();
+}
+
+/// Peak resident memory of this process so far (VmHWM), in bytes.
+fn peak_rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()))
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Suite (d): a streaming write of several GiB, one chunk row at a time.
+fn suite_d(o: &Opts) {
+    let planes: u64 = if o.quick { 64 } else { 1024 }; // 1024 x 1024 x 1024 float32 = 4 GiB
+    let dir = o.dir.join("d");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("stream.vds");
+    let before = peak_rss();
+    let t0 = Instant::now();
+    let mut ds = DatasetBuilder::new()
+        .overwrite(true)
+        .durability(Durability::None)
+        .axis(Axis::new("z", planes))
+        .axis(Axis::new("y", 1024))
+        .axis(Axis::new("x", 1024))
+        .variable(VariableBuilder::new("v", DType::Float32, &["z", "y", "x"]).chunk(&[64, 64, 64]).codec(Codec::deflate(1)))
+        .create(&path)
+        .unwrap();
+    let mut row = vec![0f32; 64 * 1024 * 1024];
+    for z0 in (0..planes).step_by(64) {
+        for (i, v) in row.iter_mut().enumerate() {
+            *v = ((z0 as usize * 1024 * 1024 + i) % 65521) as f32 * 0.001;
+        }
+        ds.write("v", &Region::new(&[z0, 0, 0], &[64, 1024, 1024]).unwrap(), Order::C, &row).unwrap();
+        ds.commit().unwrap();
+    }
+    ds.close().unwrap();
+    let secs = t0.elapsed().as_secs_f64();
+    let bytes = planes * 1024 * 1024 * 4;
+    let mut t = Table::new(&format!(
+        "(d) streaming write of {:.1} GiB, one 64-plane chunk row (256 MiB) per write",
+        bytes as f64 / (1u64 << 30) as f64
+    ));
+    t.row("stream write, deflate level 1", secs, bytes, disk(&path), 0.0);
+    t.print();
+    println!(
+        "\npeak resident memory: {:.0} MiB (before the suite: {:.0} MiB; one chunk row is 256 MiB)",
+        peak_rss() as f64 / 1048576.0,
+        before as f64 / 1048576.0
+    );
+}
+
+fn main() {
+    let mut o = Opts { dir: std::env::temp_dir().join("vds-bench"), quick: false, suites: "a,b,c,d".into() };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--quick" => o.quick = true,
+            "--dir" => {
+                i += 1;
+                o.dir = PathBuf::from(&args[i]);
+            }
+            "--suite" => {
+                i += 1;
+                o.suites = args[i].clone();
+            }
+            other => {
+                eprintln!("unknown argument {other:?}; usage: bench [--quick] [--dir DIR] [--suite a,b,c,d]");
+                std::process::exit(2);
+            }
+        }
+        i += 1;
+    }
+    std::fs::create_dir_all(&o.dir).unwrap();
+    println!(
+        "libvds {} native benchmark; files in {}; {} cores",
+        env!("CARGO_PKG_VERSION"),
+        o.dir.display(),
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    for s in o.suites.split(',') {
+        match s {
+            "a" => suite_a(&o),
+            "b" => suite_b(&o),
+            "c" => suite_c(&o),
+            "d" => suite_d(&o),
+            _ => eprintln!("unknown suite {s}"),
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! A bounded cache of decoded chunks.
+//!
+//! Chunks are keyed by the identity of their stored bytes (file slot,
+//! offset, length, CRC32): stored bytes below a committed length never
+//! change, so a cached chunk stays valid across commits and refreshes.
+//! Eviction is first-in first-out; the bound counts decoded bytes.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+/// Identity of a stored chunk: slot, offset, length, CRC32.
+pub(crate) type ChunkId = (u16, u64, u32, u32);
+
+pub(crate) struct ChunkCache {
+    map: HashMap<ChunkId, Arc<Vec<u8>>>,
+    order: VecDeque<ChunkId>,
+    bytes: usize,
+    capacity: usize,
+}
+
+impl ChunkCache {
+    pub(crate) fn new(capacity: usize) -> ChunkCache {
+        ChunkCache { map: HashMap::new(), order: VecDeque::new(), bytes: 0, capacity }
+    }
+
+    pub(crate) fn get(&self, id: &ChunkId) -> Option<Arc<Vec<u8>>> {
+        self.map.get(id).cloned()
+    }
+
+    pub(crate) fn contains(&self, id: &ChunkId) -> bool {
+        self.map.contains_key(id)
+    }
+
+    /// Keeps `data` unless it alone exceeds the capacity; evicts the oldest entries to make room.
+    pub(crate) fn insert(&mut self, id: ChunkId, data: Arc<Vec<u8>>) {
+        if data.len() > self.capacity || self.map.contains_key(&id) {
+            return;
+        }
+        while self.bytes + data.len() > self.capacity {
+            let Some(old) = self.order.pop_front() else { break };
+            if let Some(d) = self.map.remove(&old) {
+                self.bytes -= d.len();
+            }
+        }
+        self.bytes += data.len();
+        self.order.push_back(id);
+        self.map.insert(id, data);
+    }
+
+    /// Forgets every chunk.
+    pub(crate) fn clear(&mut self) {
+        self.map.clear();
+        self.order.clear();
+        self.bytes = 0;
+    }
+
+    /// Changes the capacity, evicting as needed (0 disables the cache).
+    pub(crate) fn resize(&mut self, capacity: usize) {
+        self.capacity = capacity;
+        while self.bytes > self.capacity {
+            let Some(old) = self.order.pop_front() else { break };
+            if let Some(d) = self.map.remove(&old) {
+                self.bytes -= d.len();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bound_holds_and_the_oldest_go_first() {
+        let mut c = ChunkCache::new(100);
+        for i in 0..5u64 {
+            c.insert((0, i, 1, 1), Arc::new(vec![0u8; 40]));
+        }
+        assert_eq!(c.bytes, 80);
+        assert!(!c.contains(&(0, 2, 1, 1)) && c.contains(&(0, 3, 1, 1)) && c.contains(&(0, 4, 1, 1)));
+        c.insert((0, 9, 1, 1), Arc::new(vec![0u8; 101]));
+        assert!(!c.contains(&(0, 9, 1, 1)));
+        c.resize(0);
+        assert_eq!((c.bytes, c.map.len()), (0, 0));
+    }
+}
