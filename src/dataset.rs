@@ -371,7 +371,7 @@ impl DatasetBuilder {
             open(&slot_path)?.set_len(0).map_err(|e| Error::io(format!("truncating {}", slot_path.display()), e))?;
         }
         let storage: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
-        let ds = Dataset::initialize(storage, Some(path.to_path_buf()), desc, self.durability)?;
+        let ds = Dataset::initialize(storage, Some(path.to_path_buf()), desc, self.durability, self.overwrite)?;
         if self.durability == Durability::Fsync {
             // The new directory entries must be durable too, or a power loss could lose the files.
             let mut dirs: Vec<PathBuf> = self.slots.iter().filter_map(|s| dir.join(s).parent().map(Path::to_path_buf)).collect();
@@ -395,7 +395,7 @@ impl DatasetBuilder {
         if !self.slots.is_empty() {
             return Err(invalid("external-file slots need a container on disk"));
         }
-        Dataset::initialize(storage, None, self.descriptor()?, self.durability)
+        Dataset::initialize(storage, None, self.descriptor()?, self.durability, true)
     }
 }
 
@@ -516,7 +516,15 @@ impl Dataset {
         OpenOptions::new().write(true).open(path)
     }
 
-    fn initialize(storage: Arc<dyn Storage>, path: Option<PathBuf>, desc: DescriptorJson, durability: Durability) -> Result<Dataset> {
+    /// Writes a new container's first commit into `storage` (truncating it
+    /// first if `truncate`: a freshly created file is empty already).
+    fn initialize(
+        storage: Arc<dyn Storage>,
+        path: Option<PathBuf>,
+        desc: DescriptorJson,
+        durability: Durability,
+        truncate: bool,
+    ) -> Result<Dataset> {
         let line1 = version_line();
         let json = desc.to_bytes();
         let head = build_head(&line1, &json);
@@ -534,15 +542,22 @@ impl Dataset {
             entries: 0,
         };
         let io = |e| Error::io("writing the new container", e);
-        storage.set_len(0).map_err(io)?;
-        storage.write_at(0, &head).map_err(io)?;
-        // Commit n lives in slot n % 2 (SPEC.md section 4): commit 1 in slot 1, slot 0 empty.
-        storage.write_at(head_len, &[0u8; SLOT_SIZE as usize]).map_err(io)?;
-        storage.write_at(head_len + SLOT_SIZE, &slot.encode()).map_err(io)?;
+        if truncate {
+            storage.set_len(0).map_err(io)?;
+        }
+        // Head and both slots in one write. Commit n lives in slot n % 2
+        // (SPEC.md section 4): commit 1 in slot 1, slot 0 empty.
+        let mut bytes = head;
+        bytes.extend_from_slice(&[0u8; SLOT_SIZE as usize]);
+        bytes.extend_from_slice(&slot.encode());
+        storage.write_at(0, &bytes).map_err(io)?;
         if durability == Durability::Fsync {
             storage.sync().map_err(io)?;
         }
-        Dataset::load(storage, path, true, durability)
+        // What was just written is known: no need to read it back.
+        let (desc, axes, vars, read_only) = DescriptorJson::parse(&json)?;
+        let snap = Snapshot { line1: line1.len() as u64, commit: slot, desc, axes, vars, read_only };
+        Ok(Dataset::from_snapshot(storage, path, true, durability, snap))
     }
 
     /// Reads the head, the newest intact commit slot and the descriptor.
@@ -839,8 +854,8 @@ impl Dataset {
             let cache = self.cache_lock();
             stored.iter().filter(|(_, _, e)| matches!(e, Entry::Stored { slot, offset, length, crc, .. } if !cache.contains(&(*slot, *offset, *length, *crc)))).count()
         };
-        let workers = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get).min(uncached);
-        if workers < 2 || uncached * var.chunk_elems * esize < PARALLEL_MIN_BYTES {
+        let workers = if uncached * var.chunk_elems * esize < PARALLEL_MIN_BYTES { 1 } else { cores().min(uncached) };
+        if workers < 2 {
             for (coords, plan, e) in &stored {
                 let data = self.chunk_data(v, coords, *e)?;
                 copy_block(&plan.spans, esize, &data, plan.src0, out, plan.dst0);
@@ -927,8 +942,8 @@ impl Dataset {
             Ok(())
         })
         .and_then(|()| {
-            let workers = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get).min(full.len());
-            if workers < 2 || full.len() * var.chunk_elems * esize < PARALLEL_MIN_BYTES {
+            let workers = if full.len() * var.chunk_elems * esize < PARALLEL_MIN_BYTES { 1 } else { cores().min(full.len()) };
+            if workers < 2 {
                 for (coords, plan) in &full {
                     fill_block(&[Span { count: var.chunk_elems, src: 0, dst: 1 }], &var.fill[..esize], &mut buf, 0);
                     gather(&var, plan, data, &mut buf);
@@ -1424,7 +1439,7 @@ impl Snapshot {
             move |e| Error::io(format!("reading the {what}"), e)
         };
         let mut file_len = storage.len().map_err(io("file length"))?;
-        let (line1, head_len) = find_head(storage, file_len)?;
+        let (line1, head_len, first) = find_head(storage, file_len)?;
         if file_len < head_len + 2 * SLOT_SIZE {
             return Err(Error::corrupt("commit slots", 0, head_len, format!("file ends at {file_len:#x}, inside the commit slots")));
         }
@@ -1437,8 +1452,11 @@ impl Snapshot {
             if attempt > 0 {
                 file_len = storage.len().map_err(io("file length"))?;
             }
-            let commit = choose_slot(read_slots(storage, head_len)?, head_len)?;
-            match Snapshot::for_slot_checked(storage, commit, line1, file_len) {
+            // The first attempt takes the slots and the descriptor from the bytes
+            // the head search read (usually the whole head and more); a retry reads afresh.
+            let prefixed = Prefixed { inner: storage, prefix: if attempt == 0 { &first } else { &[] } };
+            let commit = choose_slot(read_slots(&prefixed, head_len)?, head_len)?;
+            match Snapshot::for_slot_checked(&prefixed, commit, line1, file_len) {
                 Ok(snap) => return Ok(snap),
                 Err(e) if attempt < 2 && e.kind() == ErrorKind::Corrupt => attempt += 1,
                 Err(e) => return Err(e),
@@ -1469,13 +1487,47 @@ fn read_slots(storage: &dyn Storage, head_len: u64) -> Result<[Result<CommitSlot
     Ok([CommitSlot::decode(&slots[..512], 0, head_len), CommitSlot::decode(&slots[512..], 1, head_len)])
 }
 
-/// Finds the version line and the head length by scanning for the second newline.
-fn find_head(storage: &dyn Storage, file_len: u64) -> Result<(u64, u64)> {
+/// A storage whose first bytes are already in memory (read-only use).
+struct Prefixed<'a> {
+    inner: &'a dyn Storage,
+    prefix: &'a [u8],
+}
+
+impl Storage for Prefixed<'_> {
+    fn len(&self) -> std::io::Result<u64> {
+        self.inner.len()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        match start.checked_add(buf.len()).and_then(|end| self.prefix.get(start..end)) {
+            Some(src) => {
+                buf.copy_from_slice(src);
+                Ok(())
+            }
+            None => self.inner.read_at(offset, buf),
+        }
+    }
+    fn write_at(&self, _: u64, _: &[u8]) -> std::io::Result<()> {
+        Err(std::io::Error::other("read-only view"))
+    }
+    fn set_len(&self, _: u64) -> std::io::Result<()> {
+        Err(std::io::Error::other("read-only view"))
+    }
+    fn sync(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Finds the version line and the head length by scanning for the second
+/// newline; also returns the first bytes it read (up to 64 KiB), which
+/// usually hold the commit slots too.
+fn find_head(storage: &dyn Storage, file_len: u64) -> Result<(u64, u64, Vec<u8>)> {
     const STEP: u64 = 64 << 10;
     // build_head reserves twice the descriptor plus 1 KiB, rounded up.
     let limit = file_len.min(2 * MAX_DESCRIPTOR_BYTES + 2 * crate::commit::HEAD_ALIGN);
     let mut newlines = Vec::with_capacity(2);
     let mut first_line = Vec::new();
+    let mut first = Vec::new();
     let mut pos = 0u64;
     let mut buf = vec![0u8; STEP as usize];
     while newlines.len() < 2 && pos < limit {
@@ -1483,6 +1535,7 @@ fn find_head(storage: &dyn Storage, file_len: u64) -> Result<(u64, u64)> {
         storage.read_at(pos, &mut buf[..n]).map_err(|e| Error::io("reading the head", e))?;
         if pos == 0 {
             first_line = buf[..n.min(32)].to_vec();
+            first = buf[..n].to_vec();
         }
         for (i, &b) in buf[..n].iter().enumerate() {
             if b == b'\n' {
@@ -1519,7 +1572,7 @@ fn find_head(storage: &dyn Storage, file_len: u64) -> Result<(u64, u64)> {
             format!("the head ends at {head_len:#x}, not at a multiple of {}", crate::commit::HEAD_ALIGN),
         ));
     }
-    Ok((nl1 + 1, head_len))
+    Ok((nl1 + 1, head_len, first))
 }
 
 /// Reads and checks the descriptor the commit slot points at.
@@ -1610,6 +1663,13 @@ fn prepare(var: &Variable, coords: &[u64], buf: &[u8]) -> Prepared {
     }
     let (codec_byte, bytes) = codec::encode(var.dtype, var.codec, buf);
     Prepared::Bytes(codec_byte, bytes)
+}
+
+/// The number of cores to spread codec work over (asked once: on Linux the
+/// answer takes a dozen system calls).
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get))
 }
 
 /// Below this many bytes of chunks to decode, one thread does it all.

@@ -197,7 +197,7 @@ impl Dataset {
         lock(&file, path)?;
         let storage: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
         let file_len = storage.len().map_err(|e| Error::io("reading the file length", e))?;
-        let (line1, head_len) = super::find_head(&*storage, file_len)?;
+        let (line1, head_len, _) = super::find_head(&*storage, file_len)?;
         let mut slots: Vec<CommitSlot> = read_slots(&*storage, head_len)?.into_iter().filter_map(std::result::Result::ok).collect();
         slots.sort_by_key(|s| std::cmp::Reverse(s.sequence));
         let Some(newest) = slots.first().cloned() else {
@@ -295,7 +295,7 @@ impl Dataset {
 
     /// Writes a new container into `storage` holding this commit's contents.
     fn copy_into(&self, storage: Arc<dyn Storage>, tmp: &Path) -> Result<Dataset> {
-        let mut new = Dataset::initialize(storage, Some(tmp.to_path_buf()), self.desc.clone(), self.durability)?;
+        let mut new = Dataset::initialize(storage, Some(tmp.to_path_buf()), self.desc.clone(), self.durability, false)?;
         let mut entries = Vec::new();
         self.reader.for_each(&*self.storage, self.commit.root, &mut |k, e| {
             entries.push((*k, *e));
