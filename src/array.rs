@@ -153,6 +153,12 @@ pub(crate) struct Span {
     pub dst: usize,
 }
 
+/// Whether the block is one run contiguous on both sides (after merging axes).
+pub(crate) fn is_one_run(spans: &[Span]) -> bool {
+    let c = coalesce(spans);
+    c.len() == 1 && c[0].src == 1 && c[0].dst == 1
+}
+
 /// Merges adjacent axes that are contiguous in both source and destination,
 /// so that a whole matching block becomes one run. Spans are outermost first.
 fn coalesce(spans: &[Span]) -> Vec<Span> {

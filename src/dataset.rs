@@ -1,6 +1,6 @@
 //! Datasets: creating, opening, reading, writing and committing a container.
 
-use crate::array::{as_bytes, as_bytes_mut, block_is_constant, copy_block, fill_block, strides, Element, Order, Region, Span};
+use crate::array::{as_bytes, as_bytes_mut, block_is_constant, copy_block, fill_block, is_one_run, strides, Element, Order, Region, Span};
 use crate::cache::{ChunkCache, ChunkId};
 use crate::codec;
 use crate::commit::{build_head, choose_slot, CommitSlot, SLOT_SIZE};
@@ -846,6 +846,7 @@ impl Dataset {
                     codec::le_to_native(&mut value[..esize], esize);
                     fill_block(&plan.dst_spans(), &value[..esize], out, plan.dst0);
                 }
+                Some(e) if self.read_direct(v, coords, plan, e, out)? => {}
                 Some(e) => stored.push((coords.to_vec(), plan.clone(), e)),
             }
             Ok(())
@@ -863,6 +864,43 @@ impl Dataset {
             return Ok(());
         }
         self.decode_parallel(v, &stored, workers, |plan, data| copy_block(&plan.spans, esize, data, plan.src0, out, plan.dst0))
+    }
+
+    /// Reads an uncompressed chunk straight into the caller's buffer when the
+    /// whole chunk is one contiguous run there (e.g. a brick read that is
+    /// exactly one chunk), checking its CRC32 in place: no intermediate copy.
+    /// Returns whether it did.
+    fn read_direct(&self, v: usize, coords: &[u64], plan: &ChunkPlan, entry: Entry, out: &mut [u8]) -> Result<bool> {
+        let var = &self.vars[v];
+        let Entry::Stored { codec: codec::CODEC_NONE, slot, offset, length, crc } = entry else { return Ok(false) };
+        let bytes = var.chunk_elems * var.esize();
+        // The stored form is the memory form only for multi-byte little-endian or byte data, not for bits.
+        let same_form = var.dtype != DType::Bool && (cfg!(target_endian = "little") || var.esize() == 1);
+        if !same_form || plan.src0 != 0 || length as usize != bytes || !is_one_run(&plan.spans) || plan.spans.iter().map(|s| s.count).product::<usize>() != var.chunk_elems {
+            return Ok(false);
+        }
+        let id: ChunkId = (slot, offset, length, crc);
+        if usize::from(slot) > self.desc.slots.len() || self.cache_lock().contains(&id) {
+            return Ok(false); // the checked path reports a missing slot
+        }
+        let storage = self.slot_storage(slot)?;
+        let end = wire::add(offset, u64::from(length), "chunk end")?;
+        let file_end = if slot == 0 { self.end.max(self.commit.file_len) } else { storage.len().map_err(|e| Error::io("reading a file length", e))? };
+        if (slot == 0 && offset < self.commit.head_len + 2 * SLOT_SIZE) || end > file_end {
+            return Ok(false); // the checked path reports it
+        }
+        let dst = &mut out[plan.dst0 * var.esize()..plan.dst0 * var.esize() + bytes];
+        storage.read_at(offset, dst).map_err(|e| Error::io(format!("reading chunk {coords:?} of variable {:?}", var.name), e))?;
+        let computed = crc32(dst);
+        if computed != crc {
+            return Err(Error::corrupt(
+                format!("chunk {coords:?} of variable {:?}", var.name),
+                slot,
+                offset,
+                format!("CRC32 mismatch (stored {crc:#010x}, computed {computed:#010x})"),
+            ));
+        }
+        Ok(true)
     }
 
     /// Decodes `stored` chunks on `workers` threads while this thread hands

@@ -245,3 +245,24 @@ fn hostile_index_entries_are_refused_without_large_allocations() {
         assert!(e.to_string().contains(want), "{e:?} should mention {want:?}");
     }
 }
+
+#[test]
+fn chunks_read_straight_into_the_callers_buffer_are_checked_too() {
+    // A 10x10 region that is exactly chunk (1, 1) of an uncompressed variable is
+    // read from the file into the caller's buffer directly; its CRC32 still guards it.
+    let dir = Scratch::new("direct");
+    let (path, values) = sample(&dir, Codec::NONE);
+    let brick = Region::new(&[10, 10], &[10, 10]).unwrap();
+    let want: Vec<i32> = (10..20).flat_map(|i| (10..20).map(move |j| (i * 20 + j) * 7 % 101)).collect();
+    assert_eq!(Dataset::open(&path).unwrap().read_vec::<i32>("v", &brick, Order::C).unwrap(), want);
+    assert_eq!(values.len(), 600);
+    // Chunks are stored in key order after the head: (1, 1) is the fourth of 400 bytes each.
+    let body = head_len(&std::fs::read(&path).unwrap()) as u64 + 1024;
+    let b = flipped(&path, (body + 3 * 400 + 7) as usize);
+    assert_eq!(b.kind(), ErrorKind::Corrupt);
+    let bad = path.with_extension("bad");
+    let e = Dataset::open(&bad).unwrap().read_vec::<i32>("v", &brick, Order::C).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Corrupt);
+    assert_eq!(e.location().unwrap().offset, body + 3 * 400);
+    assert!(e.to_string().contains("chunk [1, 1]") && e.to_string().contains("CRC32 mismatch"), "{e}");
+}
