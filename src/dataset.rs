@@ -876,7 +876,12 @@ impl Dataset {
         let bytes = var.chunk_elems * var.esize();
         // The stored form is the memory form only for multi-byte little-endian or byte data, not for bits.
         let same_form = var.dtype != DType::Bool && (cfg!(target_endian = "little") || var.esize() == 1);
-        if !same_form || plan.src0 != 0 || length as usize != bytes || !is_one_run(&plan.spans) || plan.spans.iter().map(|s| s.count).product::<usize>() != var.chunk_elems {
+        if !same_form
+            || plan.src0 != 0
+            || length as usize != bytes
+            || !is_one_run(&plan.spans)
+            || plan.spans.iter().map(|s| s.count).product::<usize>() != var.chunk_elems
+        {
             return Ok(false);
         }
         let id: ChunkId = (slot, offset, length, crc);
@@ -885,7 +890,11 @@ impl Dataset {
         }
         let storage = self.slot_storage(slot)?;
         let end = wire::add(offset, u64::from(length), "chunk end")?;
-        let file_end = if slot == 0 { self.end.max(self.commit.file_len) } else { storage.len().map_err(|e| Error::io("reading a file length", e))? };
+        let file_end = if slot == 0 {
+            self.end.max(self.commit.file_len)
+        } else {
+            storage.len().map_err(|e| Error::io("reading a file length", e))?
+        };
         if (slot == 0 && offset < self.commit.head_len + 2 * SLOT_SIZE) || end > file_end {
             return Ok(false); // the checked path reports it
         }

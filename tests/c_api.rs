@@ -10,10 +10,10 @@
 //! visible diff (and, if it breaks the ABI, a soname bump in build.rs).
 
 mod common;
-use common::Scratch;
+use common::{libs, run, Scratch};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::{Mutex, OnceLock};
+use std::process::Command;
+use std::sync::Mutex;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -21,48 +21,6 @@ fn root() -> PathBuf {
 
 fn updating() -> bool {
     std::env::var_os("VDS_UPDATE_ABI").is_some()
-}
-
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    if !out.status.success() {
-        panic!(
-            "{cmd:?} failed with {}\n--- stdout\n{}\n--- stderr\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    out
-}
-
-/// target/<profile>: where this test binary's profile puts libvds.so and libvds.a.
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
-}
-
-/// Builds libvds.so and libvds.a (`cargo test` builds only the rlib) and
-/// returns the directory holding them, with the libvds.so.0 soname link.
-fn libs() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = profile_dir();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "--lib", "--quiet", "--manifest-path"])
-            .arg(root().join("Cargo.toml"))
-            .arg("--target-dir")
-            .arg(dir.parent().unwrap());
-        if dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        run(&mut cmd);
-        let link = dir.join("libvds.so.0");
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink("libvds.so", &link).unwrap();
-        dir
-    })
 }
 
 /// Compiles `sources` with the system C (or C++) compiler into `out` in a scratch dir.

@@ -150,3 +150,46 @@ pub fn record_reliability(name: &str, body: &str) {
     }
     std::fs::write(&path, text).unwrap();
 }
+
+/// Runs a command, panicking with its output if it fails.
+pub fn run(cmd: &mut std::process::Command) -> std::process::Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    if !out.status.success() {
+        panic!(
+            "{cmd:?} failed with {}\n--- stdout\n{}\n--- stderr\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    out
+}
+
+/// target/<profile>: where this test binary's profile puts libvds.so and libvds.a.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
+}
+
+/// Builds libvds.so and libvds.a (`cargo test` builds only the rlib) and
+/// returns the directory holding them, with the libvds.so.0 soname link.
+pub fn libs() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = profile_dir();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = std::process::Command::new(cargo);
+        cmd.args(["build", "--lib", "--quiet", "--manifest-path"])
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(dir.parent().unwrap());
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        run(&mut cmd);
+        let link = dir.join("libvds.so.0");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("libvds.so", &link).unwrap();
+        dir
+    })
+}

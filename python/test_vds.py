@@ -1,0 +1,82 @@
+"""Tests of the Python binding against NumPy references: every dtype, both
+memory orders, strided regions, attributes, errors. Run by tests/python_binding.rs."""
+
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vds  # noqa: E402
+
+d = tempfile.mkdtemp()
+rng = np.random.default_rng(7)
+checks = 0
+
+for dt in vds.DTYPES:
+    shape = (13, 7, 5)
+    if dt == "bool":
+        ref = rng.integers(0, 2, shape).astype(bool)
+    elif dt.startswith("float"):
+        ref = rng.standard_normal(shape).astype(dt)
+    else:
+        info = np.iinfo(dt)
+        ref = rng.integers(info.min, info.max, shape, dtype=dt, endpoint=True)
+    path = os.path.join(d, f"{dt}.vds")
+    with vds.create(path, axes=[("a", 13), ("b", 7), ("c", 5)],
+                    variables=[("v", dt, ["a", "b", "c"], [4, 3, 2], "deflate" if dt != "int8" else None)]) as ds:
+        ds.write("v", np.asfortranarray(ref) if dt in ("int16", "float64") else ref)
+    with vds.open(path) as ds:
+        assert ds.variables == ["v"]
+        got = ds.read("v")
+        assert got.dtype == ref.dtype and np.array_equal(got, ref), dt
+        f = ds.read("v", order="F")
+        assert f.flags.f_contiguous and np.array_equal(f, ref), dt
+        s = ds.read("v", start=(1, 0, 2), shape=(4, 7, 1), step=(3, 1, 1))
+        assert np.array_equal(s, ref[1:13:3, :, 2:3]), dt
+        checks += 4
+
+path = os.path.join(d, "attrs.vds")
+with vds.create(path, axes=[("x", 10)], variables=[("v", "float32", ["x"], None, None)], attributes={"survey": "py"}) as ds:
+    ds.set_attribute("list", [1, 2, 3])
+with vds.open(path) as ds:
+    assert ds.attributes() == {"survey": "py", "list": [1, 2, 3]}
+    assert np.array_equal(ds.read("v"), np.zeros(10, np.float32))
+    checks += 2
+    try:
+        ds.read("v", start=(5,), shape=(6,))
+        raise AssertionError("out of range must raise")
+    except vds.VdsError as e:
+        assert e.status == 9 and "beyond the extent 10" in str(e), str(e)
+    try:
+        ds.write("v", np.zeros(10, np.float32))
+        raise AssertionError("read-only must raise")
+    except vds.VdsError as e:
+        assert e.status == 10
+    try:
+        ds.write("v", np.zeros(10, np.float64))
+        raise AssertionError
+    except vds.VdsError as e:
+        assert e.status in (8, 10)
+    checks += 3
+
+# An exception inside the with-block rolls back instead of committing.
+try:
+    with vds.open(path, write=True) as ds:
+        ds.write("v", np.ones(10, np.float32))
+        raise RuntimeError("boom")
+except RuntimeError:
+    pass
+with vds.open(path) as ds:
+    assert np.array_equal(ds.read("v"), np.zeros(10, np.float32))
+    checks += 1
+
+try:
+    vds.open(os.path.join(d, "missing.vds"))
+    raise AssertionError
+except vds.VdsError as e:
+    assert e.status == 2 and "missing.vds" in str(e)
+    checks += 1
+
+print(f"python binding: all {checks} checks passed (libvds {vds.version()}, numpy {np.__version__})")
