@@ -889,13 +889,7 @@ impl Dataset {
             return Ok(false); // the checked path reports a missing slot
         }
         let storage = self.slot_storage(slot)?;
-        let end = wire::add(offset, u64::from(length), "chunk end")?;
-        let file_end = if slot == 0 {
-            self.end.max(self.commit.file_len)
-        } else {
-            storage.len().map_err(|e| Error::io("reading a file length", e))?
-        };
-        if (slot == 0 && offset < self.commit.head_len + 2 * SLOT_SIZE) || end > file_end {
+        if self.check_stored_range(&*storage, slot, offset, length)?.is_err() {
             return Ok(false); // the checked path reports it
         }
         let dst = &mut out[plan.dst0 * var.esize()..plan.dst0 * var.esize() + bytes];
@@ -1124,15 +1118,7 @@ impl Dataset {
                 e
             }
         })?;
-        let end = wire::add(offset, u64::from(length), "chunk end")?;
-        let file_end = if slot == 0 {
-            self.end.max(self.commit.file_len)
-        } else {
-            storage.len().map_err(|e| Error::io(format!("reading the length of external file slot {slot}"), e))?
-        };
-        if (slot == 0 && offset < self.commit.head_len + 2 * SLOT_SIZE) || end > file_end {
-            return Err(bad(format!("chunk of {length} bytes lies outside the data of its file (which ends at {file_end:#x})")));
-        }
+        self.check_stored_range(&*storage, slot, offset, length)?.map_err(bad)?;
         self.reserve(buf, var.chunk_elems * var.esize(), &object())?;
         let mut stored = Vec::new();
         self.reserve(&mut stored, length as usize, &object())?;
@@ -1148,6 +1134,23 @@ impl Dataset {
             return Err(bad(format!("CRC32 mismatch (stored {crc:#010x}, computed {computed:#010x})")));
         }
         codec::decode(var.dtype, codec, &stored, buf).map_err(bad)
+    }
+
+    /// Whether a stored chunk's bytes lie inside the data of their file: for
+    /// the container, inside its body below the committed (or, for this
+    /// writer, the written) end; for an external file, below its length.
+    /// The inner error describes a range that does not.
+    fn check_stored_range(&self, storage: &dyn Storage, slot: u16, offset: u64, length: u32) -> Result<std::result::Result<(), String>> {
+        let end = wire::add(offset, u64::from(length), "chunk end")?;
+        let file_end = if slot == 0 {
+            self.end.max(self.commit.file_len)
+        } else {
+            storage.len().map_err(|e| Error::io(format!("reading the length of external file slot {slot}"), e))?
+        };
+        if (slot == 0 && offset < self.commit.head_len + 2 * SLOT_SIZE) || end > file_end {
+            return Ok(Err(format!("chunk of {length} bytes lies outside the data of its file (which ends at {file_end:#x})")));
+        }
+        Ok(Ok(()))
     }
 
     /// The storage of file slot `slot` (0 = the container).
