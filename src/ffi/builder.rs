@@ -116,16 +116,19 @@ pub unsafe extern "C" fn vds_builder_add_variable(
 ) -> vds_status {
     ffi_boundary!("vds_builder_add_variable", {
         let b = builder(b)?;
-        // SAFETY: the caller promises a string, `naxes` string pointers and `naxes` extents (or NULL).
+        // SAFETY: the caller promises a NUL-terminated string.
         let name = unsafe { arg_str(name, "name")? };
         let dtype = dtype_from_c(dtype)?;
         if naxes == 0 {
             return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, "naxes is 0: a variable spans at least one axis");
         }
+        // SAFETY: the caller promises `naxes` readable pointers; arg_slice bounds naxes by MAX_DIMS first.
         let ptrs = unsafe { arg_slice(axes, naxes, MAX_DIMS, "axes")? };
+        // SAFETY: each pointer is NULL (refused) or a NUL-terminated string, as the caller promises.
         let names = ptrs.iter().enumerate().map(|(i, &p)| unsafe { arg_str(p, &format!("axes[{i}]")) }).collect::<FfiResult<Vec<_>>>()?;
         let mut v = VariableBuilder::new(name, dtype, &names);
         if !chunk.is_null() {
+            // SAFETY: the caller promises `naxes` readable extents when `chunk` is not NULL.
             v.chunk(unsafe { arg_slice(chunk, naxes, MAX_DIMS, "chunk")? });
         }
         b.lock().unwrap_or_else(std::sync::PoisonError::into_inner).variable(&v);
