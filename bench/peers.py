@@ -4,7 +4,8 @@
     python3 bench/peers.py [--quick] [--suite a,b,c] [--dir DIR]
 
 Systems: a plain file (the floor), libvds (through python/vds.py over the
-C ABI), h5py, netCDF4, zarr v3, ds-format and blosc2. Every table gives each
+C ABI), h5py, netCDF4, zarr v3, tensorstore (zarr v3 driver), ds-format and
+blosc2. Every table gives each
 system's median time, throughput and size on disk, its time divided by
 libvds's, and by the floor's. Files are written without fsync by all
 systems. Warm OS cache; each timed read opens its file afresh.
@@ -20,7 +21,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV = os.path.join(ROOT, "target", "bench-venv")
-PEERS = ["numpy", "h5py", "netCDF4", "zarr>=3", "ds-format", "blosc2"]
+PEERS = ["numpy", "h5py", "netCDF4", "zarr>=3", "ds-format", "blosc2", "tensorstore"]
 
 if "--setup" in sys.argv:
     subprocess.check_call([sys.executable, "-m", "venv", VENV])
@@ -43,6 +44,7 @@ import blosc2  # noqa: E402
 import ds_format  # noqa: E402
 import h5py  # noqa: E402
 import netCDF4  # noqa: E402
+import tensorstore as ts  # noqa: E402
 import zarr  # noqa: E402
 
 
@@ -196,7 +198,29 @@ class Blosc:
         return h[tuple(slice(s, s + n) for s, n in zip(start, shape))]
 
 
-SYSTEMS = [Floor(), Vds(), H5(), Nc(), Zarr(), Ds(), Blosc()]
+class Ts:
+    name, ext = "tensorstore", ".ts.zarr"
+
+    def write(self, path, a, chunks, level):
+        codecs = [{"name": "bytes", "configuration": {"endian": "little"}}]
+        if level:
+            codecs.append({"name": "gzip", "configuration": {"level": level}})
+        spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": path},
+                "metadata": {"shape": list(a.shape), "data_type": a.dtype.name, "codecs": codecs,
+                             "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(chunks or a.shape)}}}}
+        ts.open(spec, create=True, delete_existing=True).result().write(a).result()
+
+    def read(self, path, dtype, shape):
+        return self.opener(path).read().result()
+
+    def opener(self, path):
+        return ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": path}}).result()
+
+    def region(self, h, start, shape):
+        return h[tuple(slice(s, s + n) for s, n in zip(start, shape))].read().result()
+
+
+SYSTEMS = [Floor(), Vds(), H5(), Nc(), Zarr(), Ts(), Ds(), Blosc()]
 
 
 def table(title, rows):
@@ -291,7 +315,7 @@ def suite_c(o):
     a = np.arange(chunks * 4, dtype=np.int32)
     rows = []
     # zarr and blosc2 take minutes to write this many chunks (23 s and 64 s at 65536 here): quick runs only.
-    for s in [Vds(), H5()] + ([Zarr(), Blosc()] if o.quick else []):
+    for s in [Vds(), H5(), Ts()] + ([Zarr(), Blosc()] if o.quick else []):
         p = os.path.join(d, "many" + s.ext)
         t0 = time.perf_counter()
         s.write(p, a, (4,), 0)
@@ -315,7 +339,7 @@ def main():
     o = ap.parse_args([x for x in sys.argv[1:] if x != "--setup"])
     os.makedirs(o.dir, exist_ok=True)
     from importlib.metadata import version
-    print("versions: " + ", ".join(f"{p} {version(p)}" for p in ["numpy", "h5py", "netCDF4", "zarr", "ds-format", "blosc2"]) + f", libvds {vds.version()}")
+    print("versions: " + ", ".join(f"{p} {version(p)}" for p in ["numpy", "h5py", "netCDF4", "zarr", "tensorstore", "ds-format", "blosc2"]) + f", libvds {vds.version()}")
     for s in o.suite.split(","):
         {"a": suite_a, "b": suite_b, "c": suite_c}[s](o)
 
