@@ -315,3 +315,59 @@ fn invalid_descriptions_are_refused_with_reasons() {
         assert!(!p.exists(), "a refused description must not leave a file");
     }
 }
+
+/// Counts the reads a storage serves.
+#[derive(Clone)]
+struct CountingStorage {
+    inner: vds::MemoryStorage,
+    reads: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl vds::Storage for CountingStorage {
+    fn len(&self) -> std::io::Result<u64> {
+        self.inner.len()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.inner.write_at(offset, data)
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn sync(&self) -> std::io::Result<()> {
+        self.inner.sync()
+    }
+}
+
+#[test]
+fn opening_and_reading_one_chunk_reads_a_few_pages_whatever_the_chunk_count() {
+    use std::sync::atomic::Ordering;
+    let mut reads_per_size = Vec::new();
+    for n in [100u64, 10_000, 300_000] {
+        let mem = vds::MemoryStorage::new();
+        let mut ds = DatasetBuilder::new()
+            .axis(Axis::new("x", n))
+            .variable(VariableBuilder::new("v", DType::UInt32, &["x"]).chunk(&[1]))
+            .create_in(std::sync::Arc::new(mem.clone()))
+            .unwrap();
+        // One chunk per element, each a different constant: n index entries.
+        let values: Vec<u32> = (0..n as u32).collect();
+        ds.write("v", &Region::full(&[n]).unwrap(), Order::C, &values).unwrap();
+        ds.commit().unwrap();
+        let counting = CountingStorage { inner: mem, reads: Default::default() };
+        let ds = vds::OpenOptions::new().open_storage(std::sync::Arc::new(counting.clone())).unwrap();
+        let at_open = counting.reads.load(Ordering::Relaxed);
+        let v: Vec<u32> = ds.read_vec("v", &Region::new(&[n - 1], &[1]).unwrap(), Order::C).unwrap();
+        assert_eq!(v, vec![n as u32 - 1]);
+        let total = counting.reads.load(Ordering::Relaxed);
+        // Opening reads the head (which holds the slots and descriptor of a small file); a lookup one page per level.
+        assert!(at_open <= 3, "opening read {at_open} times");
+        reads_per_size.push((n, total));
+    }
+    // 100 entries: a root leaf; 300000: three levels. The reads grow with the depth, not the count.
+    let (small, large) = (reads_per_size[0].1, reads_per_size[2].1);
+    assert!(large <= small + 2 && large <= 6, "{reads_per_size:?}");
+}
