@@ -91,7 +91,7 @@ class Vds:
     def write(self, path, a, chunks, level):
         dims = DIMS[: a.ndim]
         codec = ("deflate", level) if level else None
-        with vds.create(path, [(d, n) for d, n in zip(dims, a.shape)], [("v", a.dtype.name, dims, list(chunks), codec)],
+        with vds.create(path, [(d, n) for d, n in zip(dims, a.shape)], [("v", a.dtype.name, dims, list(chunks) if chunks else None, codec)],
                         overwrite=True, sync=False) as ds:
             ds.write("v", a)
 
