@@ -1120,18 +1120,28 @@ impl Dataset {
         })?;
         self.check_stored_range(&*storage, slot, offset, length)?.map_err(bad)?;
         self.reserve(buf, var.chunk_elems * var.esize(), &object())?;
+        // An uncompressed chunk whose stored form is its memory form is read
+        // straight into the chunk buffer; anything else goes through `stored`.
+        let in_place =
+            codec == codec::CODEC_NONE && var.dtype != DType::Bool && cfg!(target_endian = "little") && length as usize == buf.len();
         let mut stored = Vec::new();
-        self.reserve(&mut stored, length as usize, &object())?;
-        storage.read_at(offset, &mut stored).map_err(|e| {
+        if !in_place {
+            self.reserve(&mut stored, length as usize, &object())?;
+        }
+        let target: &mut [u8] = if in_place { buf } else { &mut stored };
+        storage.read_at(offset, target).map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 bad("chunk lies beyond the end of its file".into())
             } else {
                 Error::io(format!("reading {}", object()), e)
             }
         })?;
-        let computed = crc32(&stored);
+        let computed = crc32(target);
         if computed != crc {
             return Err(bad(format!("CRC32 mismatch (stored {crc:#010x}, computed {computed:#010x})")));
+        }
+        if in_place {
+            return Ok(());
         }
         codec::decode(var.dtype, codec, &stored, buf).map_err(bad)
     }
