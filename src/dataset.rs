@@ -841,10 +841,7 @@ impl Dataset {
             match self.entry(&chunk_key(v, coords))? {
                 None | Some(Entry::Fill) => fill_block(&plan.dst_spans(), &var.fill[..esize], out, plan.dst0),
                 Some(Entry::Constant { value }) => {
-                    let mut value = value;
-                    check_constant(var, &value, coords)?;
-                    codec::le_to_native(&mut value[..esize], esize);
-                    fill_block(&plan.dst_spans(), &value[..esize], out, plan.dst0);
+                    fill_block(&plan.dst_spans(), &constant_native(var, &value, coords)?[..esize], out, plan.dst0);
                 }
                 Some(e) if self.read_direct(v, coords, plan, e, out)? => {}
                 Some(e) => stored.push((coords.to_vec(), plan.clone(), e)),
@@ -916,39 +913,16 @@ impl Dataset {
         workers: usize,
         mut take: impl FnMut(&ChunkPlan, &[u8]),
     ) -> Result<()> {
-        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-        let next = AtomicUsize::new(0);
-        let stop = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Result<Arc<Vec<u8>>>)>(2 * workers);
-            for _ in 0..workers {
-                let tx = tx.clone();
-                let (next, stop) = (&next, &stop);
-                s.spawn(move || loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= stored.len() || stop.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    let (coords, _, e) = &stored[i];
-                    if tx.send((i, self.chunk_data(v, coords, *e))).is_err() {
-                        return;
-                    }
-                });
-            }
-            drop(tx);
-            let mut first_error = None;
-            for (i, r) in rx {
-                match r {
-                    Ok(data) if first_error.is_none() => take(&stored[i].1, &data),
-                    Ok(_) => {}
-                    Err(e) => {
-                        stop.store(true, Ordering::Relaxed);
-                        first_error.get_or_insert(e);
-                    }
-                }
-            }
-            first_error.map_or(Ok(()), Err)
-        })
+        pipeline(
+            stored.len(),
+            workers,
+            || (),
+            |(), i| self.chunk_data(v, &stored[i].0, stored[i].2),
+            |i, data| {
+                take(&stored[i].1, &data);
+                Ok(())
+            },
+        )
     }
 
     /// [`Dataset::write`] on raw bytes: `data` holds the region's elements in
@@ -986,7 +960,7 @@ impl Dataset {
             let workers = if full.len() * var.chunk_elems * esize < PARALLEL_MIN_BYTES { 1 } else { cores().min(full.len()) };
             if workers < 2 {
                 for (coords, plan) in &full {
-                    fill_block(&[Span { count: var.chunk_elems, src: 0, dst: 1 }], &var.fill[..esize], &mut buf, 0);
+                    fill_chunk(&var, &var.fill, &mut buf);
                     gather(&var, plan, data, &mut buf);
                     let entry = self.store_prepared(&var, prepare(&var, coords, &buf))?;
                     self.pending.insert(chunk_key(v, coords), entry);
@@ -1067,15 +1041,9 @@ impl Dataset {
     /// The whole current contents of a chunk, in memory form.
     fn load_chunk(&self, v: usize, coords: &[u64], buf: &mut Vec<u8>) -> Result<()> {
         let var = &self.vars[v];
-        let esize = var.esize();
-        let all = [Span { count: var.chunk_elems, src: 0, dst: 1 }];
         match self.entry(&chunk_key(v, coords))? {
-            None | Some(Entry::Fill) => fill_block(&all, &var.fill[..esize], buf, 0),
-            Some(Entry::Constant { mut value }) => {
-                check_constant(var, &value, coords)?;
-                codec::le_to_native(&mut value[..esize], esize);
-                fill_block(&all, &value[..esize], buf, 0);
-            }
+            None | Some(Entry::Fill) => fill_chunk(var, &var.fill, buf),
+            Some(Entry::Constant { value }) => fill_chunk(var, &constant_native(var, &value, coords)?, buf),
             Some(Entry::Stored { codec, slot, offset, length, crc }) => {
                 self.load_stored(v, coords, codec, slot, offset, length, crc, buf)?
             }
@@ -1206,49 +1174,22 @@ impl Dataset {
     /// this thread appends them to the file. At most two encoded chunks per
     /// worker wait to be written.
     fn encode_parallel(&mut self, v: usize, var: &Variable, full: &[(Vec<u64>, ChunkPlan)], data: &[u8], workers: usize) -> Result<()> {
-        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-        let esize = var.esize();
-        let next = AtomicUsize::new(0);
-        let stop = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Prepared)>(2 * workers);
-            for _ in 0..workers {
-                let tx = tx.clone();
-                let (next, stop) = (&next, &stop);
-                s.spawn(move || {
-                    let mut buf = vec![0u8; var.chunk_elems * esize];
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= full.len() || stop.load(Ordering::Relaxed) {
-                            return;
-                        }
-                        let (coords, plan) = &full[i];
-                        fill_block(&[Span { count: var.chunk_elems, src: 0, dst: 1 }], &var.fill[..esize], &mut buf, 0);
-                        gather(var, plan, data, &mut buf);
-                        if tx.send((i, prepare(var, coords, &buf))).is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-            drop(tx);
-            let mut first_error = None;
-            for (i, prepared) in rx {
-                if first_error.is_some() {
-                    continue;
-                }
-                match self.store_prepared(var, prepared) {
-                    Ok(entry) => {
-                        self.pending.insert(chunk_key(v, &full[i].0), entry);
-                    }
-                    Err(e) => {
-                        stop.store(true, Ordering::Relaxed);
-                        first_error = Some(e);
-                    }
-                }
-            }
-            first_error.map_or(Ok(()), Err)
-        })
+        pipeline(
+            full.len(),
+            workers,
+            || vec![0u8; var.chunk_elems * var.esize()],
+            |buf, i| {
+                let (coords, plan) = &full[i];
+                fill_chunk(var, &var.fill, buf);
+                gather(var, plan, data, buf);
+                Ok(prepare(var, coords, buf))
+            },
+            |i, prepared| {
+                let entry = self.store_prepared(var, prepared)?;
+                self.pending.insert(chunk_key(v, &full[i].0), entry);
+                Ok(())
+            },
+        )
     }
 
     /// Writes a prepared chunk's bytes (if any) and returns its index entry.
@@ -1693,6 +1634,64 @@ fn valid_part(var: &Variable, coords: &[u64]) -> Vec<Span> {
             Span { count: (var.chunk[d].min(var.shape[d] - start)) as usize, src: cst[d], dst: 0 }
         })
         .collect()
+}
+
+/// Runs `work(state, i)` for every `i` in `0..n` on `workers` threads (each
+/// with its own `state` from `init`) while this thread hands each result to
+/// `take`, in completion order. At most two results per worker wait, so
+/// memory stays bounded. After the first failure of `work` or `take`, the
+/// remaining items are skipped and that failure is returned.
+fn pipeline<S, T: Send>(
+    n: usize,
+    workers: usize,
+    init: impl Fn() -> S + Sync,
+    work: impl Fn(&mut S, usize) -> Result<T> + Sync,
+    mut take: impl FnMut(usize, T) -> Result<()>,
+) -> Result<()> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Result<T>)>(2 * workers);
+        for _ in 0..workers {
+            let tx = tx.clone();
+            let (next, stop, init, work) = (&next, &stop, &init, &work);
+            s.spawn(move || {
+                let mut state = init();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n || stop.load(Ordering::Relaxed) || tx.send((i, work(&mut state, i))).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let mut first_error = None;
+        for (i, r) in rx {
+            if first_error.is_some() {
+                continue; // drain, so that no worker blocks on a full channel
+            }
+            if let Err(e) = r.and_then(|t| take(i, t)) {
+                stop.store(true, Ordering::Relaxed);
+                first_error = Some(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    })
+}
+
+/// Sets every element of a chunk buffer to `value` (one element, native order).
+fn fill_chunk(var: &Variable, value: &[u8], buf: &mut [u8]) {
+    fill_block(&[Span { count: var.chunk_elems, src: 0, dst: 1 }], &value[..var.esize()], buf, 0);
+}
+
+/// A constant entry's value as one native-order element, checked.
+fn constant_native(var: &Variable, value: &[u8; 8], coords: &[u64]) -> Result<[u8; 8]> {
+    check_constant(var, value, coords)?;
+    let mut v = *value;
+    codec::le_to_native(&mut v[..var.esize()], var.esize());
+    Ok(v)
 }
 
 /// A chunk ready to be stored: an entry alone, or encoded bytes to write.

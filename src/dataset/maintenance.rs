@@ -129,7 +129,6 @@ impl Dataset {
                     if slot == 0 {
                         live += u64::from(length);
                     }
-                    buf.resize(var.chunk_elems * var.esize(), 0);
                     if let Err(e) = self.load_stored(v, &coords, codec, slot, offset, length, crc, &mut buf) {
                         note(e);
                     }
