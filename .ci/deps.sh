@@ -1,8 +1,9 @@
 #!/bin/sh
 # Installs what the tests need beyond a Rust toolchain, when it is missing:
 # a C and a C++ compiler, binutils (nm, readelf), pkg-config, valgrind, and
-# a Python virtual environment with NumPy in target/pyenv (for the Python
-# binding's tests). Used by .ci/run and by the README's test command.
+# a Python virtual environment in target/pyenv with NumPy (for the Python
+# binding's tests) and ds-format (to read the .ds files the vds tool writes).
+# Used by .ci/run and by the README's test command.
 set -eu
 cd "$(dirname "$0")/.."
 missing=""
@@ -18,8 +19,8 @@ if [ -n "$missing" ]; then
     # shellcheck disable=SC2086
     $sudo apt-get install -y -qq $missing
 fi
-if ! target/pyenv/bin/python -c "import numpy" 2>/dev/null; then
-    echo "creating target/pyenv with numpy"
+if ! target/pyenv/bin/python -c "import numpy, ds_format" 2>/dev/null; then
+    echo "creating target/pyenv with numpy and ds-format"
     python3 -m venv target/pyenv
-    target/pyenv/bin/pip install -q "numpy>=1.24"
+    target/pyenv/bin/pip install -q "numpy>=1.24" "ds-format==5.0.2"
 fi

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 mod maintenance;
-pub use maintenance::{CompactReport, Recovery, VerifyReport};
+pub use maintenance::{CompactReport, Recovery, Space, VerifyReport};
 
 /// When commits reach the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -1394,8 +1394,25 @@ impl Dataset {
     /// # Errors
     /// `Corrupt` or `Io` from the index.
     pub fn stats(&self) -> Result<Stats> {
+        self.stats_of(None)
+    }
+
+    /// [`Dataset::stats`] for the chunks of one variable (`file_bytes` is
+    /// still the whole container's length).
+    ///
+    /// # Errors
+    /// `NotFound` for an unknown variable; `Corrupt` or `Io` from the index.
+    pub fn variable_stats(&self, var: impl VarRef) -> Result<Stats> {
+        let v = var.index_in(self)?;
+        self.stats_of(Some(v))
+    }
+
+    fn stats_of(&self, only: Option<usize>) -> Result<Stats> {
         let mut s = Stats { file_bytes: self.commit.file_len, ..Stats::default() };
         let mut count = |key: &Key, e: &Entry| {
+            if only.is_some_and(|v| (key.layer >> 16) as usize != v) {
+                return Ok(());
+            }
             match e {
                 Entry::Stored { length, .. } => {
                     s.stored_chunks += 1;

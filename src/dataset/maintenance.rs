@@ -40,6 +40,22 @@ impl VerifyReport {
     }
 }
 
+/// How a container's bytes are used (see [`Dataset::space`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Space {
+    /// The committed length of the container.
+    pub file_bytes: u64,
+    /// Bytes the commit uses: head, commit slots, its index pages, its
+    /// chunks in the container and its descriptor.
+    pub live_bytes: u64,
+    /// Bytes no longer used (left behind by copy-on-write), which
+    /// [`Dataset::compact`] reclaims.
+    pub reclaimable_bytes: u64,
+    /// Index pages of the commit.
+    pub index_pages: u64,
+}
+
 /// What [`Dataset::recover`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -116,19 +132,13 @@ impl Dataset {
                 format!("records {} index entries, the index holds {}", c.entries, entries.len()),
             ));
         }
-        let mut live = c.head_len + 2 * SLOT_SIZE + pages.len() as u64 * u64::from(c.page_size);
-        if c.desc_offset != self.line1 {
-            live += c.desc_len;
-        }
+        let space = self.space_of(pages.len() as u64, &entries);
         let mut buf = Vec::new();
         for (key, entry) in &entries {
             let Some((v, coords)) = self.check_key(key, &mut note) else { continue };
             let var = &self.vars[v];
             match *entry {
                 Entry::Stored { codec, slot, offset, length, crc } => {
-                    if slot == 0 {
-                        live += u64::from(length);
-                    }
                     if let Err(e) = self.load_stored(v, &coords, codec, slot, offset, length, crc, &mut buf) {
                         note(e);
                     }
@@ -145,12 +155,46 @@ impl Dataset {
             commit: c.sequence,
             previous_commit,
             problems,
-            index_pages: pages.len() as u64,
+            index_pages: space.index_pages,
             chunks: entries.len() as u64,
-            live_bytes: live,
-            file_bytes: c.file_len,
-            reclaimable_bytes: c.file_len.saturating_sub(live),
+            live_bytes: space.live_bytes,
+            file_bytes: space.file_bytes,
+            reclaimable_bytes: space.reclaimable_bytes,
         })
+    }
+
+    /// How the committed container's bytes are used: what the commit needs
+    /// and what [`Dataset::compact`] would reclaim. Walks the index (every
+    /// page is read and checked) without reading chunks.
+    ///
+    /// # Errors
+    /// `Corrupt` for the first damaged index page; `Io`.
+    pub fn space(&self) -> Result<Space> {
+        let c = &self.commit;
+        let reader = PageReader::new(c.page_size, c.file_len);
+        let (mut pages, mut entries, mut first) = (0u64, Vec::new(), None);
+        reader.walk_checked(&*self.storage, c.root, &mut |_| pages += 1, &mut |k, e| entries.push((*k, *e)), &mut |e| {
+            first.get_or_insert(e);
+        });
+        match first {
+            Some(e) => Err(e),
+            None => Ok(self.space_of(pages, &entries)),
+        }
+    }
+
+    /// The space a commit with `pages` index pages and these entries uses.
+    fn space_of(&self, pages: u64, entries: &[(Key, Entry)]) -> Space {
+        let c = &self.commit;
+        let mut live = c.head_len + 2 * SLOT_SIZE + pages * u64::from(c.page_size);
+        if c.desc_offset != self.line1 {
+            live += c.desc_len;
+        }
+        for (_, e) in entries {
+            if let Entry::Stored { slot: 0, length, .. } = e {
+                live += u64::from(*length);
+            }
+        }
+        Space { file_bytes: c.file_len, live_bytes: live, reclaimable_bytes: c.file_len.saturating_sub(live), index_pages: pages }
     }
 
     /// Checks that an index key names a chunk of a variable (format 1.0:

@@ -1,0 +1,542 @@
+//! `vds import`, `vds export` and `vds copy`: arrays move block by block, in
+//! bounded memory, into a destination that appears only when complete.
+
+use crate::args::{u64_list, Args, Spec};
+use crate::util::{at, buffer, catch_interrupts, count, interrupted, runs, size, to_native, Blocks, Destination, Fail, Progress};
+use crate::{ds, npy};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use vds::serde_json::{Map, Value};
+use vds::{Axis, Codec, DType, Dataset, DatasetBuilder, Order, Region, VariableBuilder};
+
+/// Bytes moved per block (at least one chunk): 64 MiB, or `VDS_BLOCK_BYTES`.
+pub fn block_budget() -> u64 {
+    std::env::var("VDS_BLOCK_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(64 << 20)
+}
+
+/// Variable attribute marking a variable whose source had no dimensions
+/// (a NumPy or ds scalar); it spans the one-sample axis [`SCALAR_AXIS`].
+pub const SCALAR_ATTR: &str = "vds:scalar";
+/// The one-sample axis of scalars.
+pub const SCALAR_AXIS: &str = "scalar";
+
+pub static IMPORT: Spec = Spec {
+    name: "import",
+    help: "\
+vds import: make a container from a .npy file, a .ds file or raw binary
+
+Usage: vds import INPUT OUTPUT.vds [options]
+
+The input's format comes from its extension (.npy, .ds) or from --format.
+A .npy file becomes one variable (named after the file unless --name);
+a .ds file brings every variable, its dimensions and attributes, missing-value
+masks (as a bool variable NAME:missing) and strings (as uint8 with a
+trailing NAME:strlen axis). Raw binary needs --dtype and --shape.
+
+Options:
+  --format npy|ds|raw   the input's format
+  --name NAME           the variable's name (.npy and raw)
+  --axes A,B,...        axis names (.npy and raw; default dim0, dim1, ...)
+  --dtype TYPE          raw: int8 ... uint64, float32, float64 or bool
+  --shape N,N,...       raw: the array's shape
+  --order C|F           raw: C (last axis fastest, the default) or F
+  --endian little|big   raw: byte order (default little)
+  --chunk N,N,...       chunk shape (for variables of that many dimensions);
+                        VAR=N,N,... for one variable; repeatable
+  --codec none|deflate[:LEVEL]   compression (default deflate:1)
+  --no-shuffle          no byte shuffle before deflate
+  -f, --force           replace OUTPUT if it exists
+  -q, --quiet           no progress bar
+
+Example:
+  vds import survey.npy survey.vds --axes inline,crossline,time --chunk 64,64,64
+",
+    values: &["format", "name", "axes", "dtype", "shape", "order", "endian", "chunk", "codec"],
+    flags: &["no-shuffle", "force", "quiet"],
+    positional: (2, 2),
+};
+
+pub static EXPORT: Spec = Spec {
+    name: "export",
+    help: "\
+vds export: write variables to a .npy file, a .ds file or raw binary
+
+Usage: vds export FILE.vds OUTPUT [VAR] [options]
+
+The format comes from OUTPUT's extension (.npy, .ds) or from --format.
+.npy and raw take one variable (VAR may be left out when there is only one);
+.ds takes every variable with its attributes, restoring what `vds import`
+brought from a .ds file (masks, strings, scalars) exactly.
+
+Options:
+  --format npy|ds|raw   the output's format
+  --order C|F           .npy and raw: memory order of the output (default C)
+  -f, --force           replace OUTPUT if it exists
+  -q, --quiet           no progress bar
+
+Example:
+  vds export survey.vds amplitude.npy amplitude
+",
+    values: &["format", "order"],
+    flags: &["force", "quiet"],
+    positional: (2, 3),
+};
+
+pub static COPY: Spec = Spec {
+    name: "copy",
+    help: "\
+vds copy: copy a container with new chunking or codec, in bounded memory
+
+Usage: vds copy SRC.vds DST.vds [options]
+
+Copies axes, attributes and every variable. Chunks in external-file slots
+are brought into DST itself. Without options the chunking and codecs stay.
+
+Options:
+  --chunk N,N,...       new chunk shape (for variables of that many dimensions);
+                        VAR=N,N,... for one variable; repeatable
+  --codec none|deflate[:LEVEL]   new compression for every variable
+  --no-shuffle          with --codec deflate: no byte shuffle
+  -f, --force           replace DST if it exists
+  -q, --quiet           no progress bar
+
+Example:
+  vds copy survey.vds rechunked.vds --chunk 16,256,256 --codec deflate:6
+",
+    values: &["chunk", "codec"],
+    flags: &["no-shuffle", "force", "quiet"],
+    positional: (2, 2),
+};
+
+/// Where a variable's data come from.
+pub enum Source {
+    /// A C- or Fortran-order array in a file, starting at `offset`.
+    File { file: File, offset: u64, little: bool, fortran: bool },
+    /// Already in memory: C order, native byte order.
+    Memory(Vec<u8>),
+}
+
+/// A variable to create.
+pub struct VarPlan {
+    pub name: String,
+    pub dtype: DType,
+    pub axes: Vec<String>,
+    pub shape: Vec<u64>,
+    pub attrs: Map<String, Value>,
+    pub data: Source,
+}
+
+/// A container to create.
+#[derive(Default)]
+pub struct Plan {
+    pub axes: Vec<(String, u64)>,
+    pub vars: Vec<VarPlan>,
+    pub attrs: Map<String, Value>,
+}
+
+impl Plan {
+    /// Adds (or reuses) an axis; an existing axis of that name must have that size.
+    pub fn axis(&mut self, name: &str, samples: u64, whose: &str) -> Result<(), String> {
+        if samples == 0 {
+            return Err(format!("{whose}: dimension {name:?} has 0 samples, and a vds axis needs at least one"));
+        }
+        match self.axes.iter().find(|(n, _)| n == name) {
+            Some((_, s)) if *s != samples => Err(format!("{whose}: dimension {name:?} has {samples} samples here and {s} elsewhere")),
+            Some(_) => Ok(()),
+            None => {
+                self.axes.push((name.to_string(), samples));
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The format of a file: from `--format`, else its extension.
+fn format_of(args: &Args, path: &str) -> Result<&'static str, Fail> {
+    match args.value("format") {
+        Some("npy") => Ok("npy"),
+        Some("ds") => Ok("ds"),
+        Some("raw") => Ok("raw"),
+        Some(f) => Err(args.usage(format!("--format {f:?}: expected npy, ds or raw"))),
+        None if path.ends_with(".npy") => Ok("npy"),
+        None if path.ends_with(".ds") => Ok("ds"),
+        None => Ok("raw"),
+    }
+}
+
+/// Parses `none`, `deflate` or `deflate:LEVEL`.
+fn parse_codec(s: &str) -> Result<Codec, String> {
+    match s.split_once(':') {
+        None if s == "none" => Ok(Codec::NONE),
+        None if s == "deflate" => Ok(Codec::deflate(1)),
+        Some(("deflate", l)) => match l.parse::<u8>() {
+            Ok(l) if l <= 9 => Ok(Codec::deflate(l)),
+            _ => Err(format!("level {l:?} is not 0 to 9")),
+        },
+        _ => Err("expected none, deflate or deflate:LEVEL".into()),
+    }
+}
+
+/// The codec and chunk options of import and copy.
+struct Layout {
+    codec: Option<Codec>,
+    /// (variable name or None for any, shape)
+    chunks: Vec<(Option<String>, Vec<u64>)>,
+}
+
+impl Layout {
+    fn from(args: &Args) -> Result<Layout, Fail> {
+        let mut codec = args.parsed("codec", parse_codec)?;
+        if args.flag("no-shuffle") {
+            codec = Some(codec.unwrap_or(Codec::deflate(1)).with_shuffle(false));
+        }
+        let mut chunks = Vec::new();
+        for c in args.values("chunk") {
+            let (var, shape) = match c.rsplit_once('=') {
+                Some((v, s)) => (Some(v.to_string()), s),
+                None => (None, c),
+            };
+            let shape = u64_list(shape).map_err(|e| args.usage(format!("--chunk {c:?}: {e}")))?;
+            if shape.contains(&0) {
+                return Err(args.usage(format!("--chunk {c:?}: a chunk extent must be at least 1")));
+            }
+            chunks.push((var, shape));
+        }
+        Ok(Layout { codec, chunks })
+    }
+
+    /// The chunk shape asked for a variable of `ndim` dimensions, if any.
+    fn chunk(&self, name: &str, ndim: usize) -> Option<&[u64]> {
+        let named = self.chunks.iter().find(|(v, _)| v.as_deref() == Some(name));
+        named.or_else(|| self.chunks.iter().rev().find(|(v, s)| v.is_none() && s.len() == ndim)).map(|(_, s)| s.as_slice())
+    }
+
+    /// Fails on a `VAR=` chunk option naming no variable, or one of the wrong length.
+    fn check(&self, vars: &[(String, usize)]) -> Result<(), Fail> {
+        for (v, s) in &self.chunks {
+            match v {
+                Some(v) => match vars.iter().find(|(n, _)| n == v) {
+                    None => return Err(Fail::Usage(format!("vds: --chunk names variable {v:?}, which does not exist"))),
+                    Some((_, n)) if *n != s.len() => {
+                        return Err(Fail::Usage(format!("vds: --chunk for {v:?} has {} extents, the variable {n} dimensions", s.len())))
+                    }
+                    _ => {}
+                },
+                None if !vars.iter().any(|(_, n)| *n == s.len()) => {
+                    return Err(Fail::Usage(format!("vds: --chunk {s:?} matches no variable's number of dimensions")));
+                }
+                None => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+pub fn import(args: &Args) -> Result<(), Fail> {
+    let (input, output) = (&args.positional[0], &args.positional[1]);
+    let layout = Layout::from(args)?;
+    let format = format_of(args, input)?;
+    if format != "raw" {
+        for raw_only in ["dtype", "shape", "order", "endian"] {
+            if args.value(raw_only).is_some() {
+                return Err(args.usage(format!("--{raw_only} is for raw input only")));
+            }
+        }
+    }
+    if format == "ds" && (args.value("name").is_some() || args.value("axes").is_some()) {
+        return Err(args.usage("--name and --axes are for .npy and raw input; a .ds file names its own".into()));
+    }
+    let plan = match format {
+        "ds" => ds::read(input)?,
+        _ => single_array_plan(args, input, format)?,
+    };
+    layout.check(&plan.vars.iter().map(|v| (v.name.clone(), v.shape.len())).collect::<Vec<_>>())?;
+    catch_interrupts();
+    let dest = Destination::new(output, args.flag("force"))?;
+    let mut b = DatasetBuilder::new();
+    for (name, samples) in &plan.axes {
+        b.axis(Axis::new(name, *samples));
+    }
+    for v in &plan.vars {
+        let mut vb = VariableBuilder::new(&v.name, v.dtype, &v.axes.iter().map(String::as_str).collect::<Vec<_>>());
+        vb.codec(layout.codec.unwrap_or(Codec::deflate(1)));
+        if let Some(c) = layout.chunk(&v.name, v.shape.len()) {
+            vb.chunk(c);
+        }
+        for (k, val) in &v.attrs {
+            vb.attribute(k, val.clone());
+        }
+        b.variable(&vb);
+    }
+    for (k, val) in &plan.attrs {
+        b.attribute(k, val.clone());
+    }
+    let mut out = b.create(dest.temp()).map_err(at(output))?;
+    let total = plan.vars.iter().map(|v| count(&v.shape).unwrap_or(0).saturating_mul(v.dtype.size() as u64)).sum();
+    let mut progress = Progress::new(&format!("importing {input}"), total, args.flag("quiet"));
+    let left = format!("{output} was not written");
+    for (i, v) in plan.vars.iter().enumerate() {
+        match &v.data {
+            Source::File { file, offset, little, fortran } => {
+                stream_in(file, *offset, *little, *fortran, &mut out, i, &mut progress, &left).map_err(|e| e.about(input))?;
+            }
+            Source::Memory(bytes) => {
+                out.write_bytes(i, &Region::full(&v.shape).map_err(at(output))?, Order::C, bytes).map_err(at(output))?;
+                progress.add(bytes.len() as u64);
+            }
+        }
+        interrupted(&left)?;
+    }
+    out.close().map_err(at(output))?;
+    progress.finish();
+    dest.finish()?;
+    summary(output, total)
+}
+
+/// The line import and copy print: what the new container holds.
+fn summary(output: &str, raw: u64) -> Result<(), Fail> {
+    let ds = open(output)?;
+    let names: Vec<String> = ds
+        .variables()
+        .iter()
+        .map(|v| format!("{} {}[{}]", v.name(), v.dtype(), v.shape().iter().map(u64::to_string).collect::<Vec<_>>().join("x")))
+        .collect();
+    let disk = std::fs::metadata(output).map_err(at(output))?.len();
+    let text = format!("{output}: {} ({} of values, {} on disk)\n", names.join(", "), size(raw), size(disk));
+    crate::util::out(text.as_bytes())
+}
+
+/// The plan for a .npy or raw input: one variable.
+fn single_array_plan(args: &Args, input: &str, format: &str) -> Result<Plan, Fail> {
+    let file = File::open(input).map_err(at(input))?;
+    let (dtype, little, fortran, shape, offset) = if format == "npy" {
+        let h = npy::read_header(&file, input)?;
+        (h.dtype, h.little, h.fortran, h.shape, h.data_offset)
+    } else {
+        let dtype = args.parsed("dtype", |s| DType::from_name(s).map_err(|e| e.message().to_string()))?;
+        let dtype = dtype.ok_or_else(|| args.usage("raw input needs --dtype".into()))?;
+        let shape = args.parsed("shape", u64_list)?.ok_or_else(|| args.usage("raw input needs --shape".into()))?;
+        let fortran = match args.value("order") {
+            None | Some("C") | Some("c") => false,
+            Some("F") | Some("f") => true,
+            Some(o) => return Err(args.usage(format!("--order {o:?}: expected C or F"))),
+        };
+        let little = match args.value("endian") {
+            None | Some("little") => true,
+            Some("big") => false,
+            Some(e) => return Err(args.usage(format!("--endian {e:?}: expected little or big"))),
+        };
+        let need =
+            count(&shape)?.checked_mul(dtype.size() as u64).ok_or_else(|| Fail::Error(format!("{input}: shape {shape:?} is too large")))?;
+        let len = file.metadata().map_err(at(input))?.len();
+        if len != need {
+            return Err(Fail::Error(format!("{input}: {len} bytes, but {dtype} of shape {shape:?} needs {need}")));
+        }
+        (dtype, little, fortran, shape, 0)
+    };
+    let name = match args.value("name") {
+        Some(n) => n.to_string(),
+        None => std::path::Path::new(input).file_stem().map_or("data".into(), |s| s.to_string_lossy().into_owned()),
+    };
+    let mut plan = Plan::default();
+    let mut attrs = Map::new();
+    let axes: Vec<String> = if shape.is_empty() {
+        attrs.insert(SCALAR_ATTR.into(), Value::Bool(true));
+        vec![SCALAR_AXIS.to_string()]
+    } else {
+        match args.value("axes") {
+            Some(a) => a.split(',').map(str::to_string).collect(),
+            None => (0..shape.len()).map(|k| format!("dim{k}")).collect(),
+        }
+    };
+    let shape = if shape.is_empty() { vec![1] } else { shape };
+    if axes.len() != shape.len() {
+        return Err(args.usage(format!("--axes names {} axes, the array has {}", axes.len(), shape.len())));
+    }
+    for (a, &n) in axes.iter().zip(&shape) {
+        plan.axis(a, n, input).map_err(Fail::Error)?;
+    }
+    plan.vars.push(VarPlan { name, dtype, axes, shape, attrs, data: Source::File { file, offset, little, fortran } });
+    Ok(plan)
+}
+
+impl Fail {
+    /// Names `path` in an I/O failure that does not name a file yet.
+    fn about(self, path: &str) -> Fail {
+        match self {
+            Fail::Error(m) if m.starts_with("reading") => Fail::Error(format!("{path}: {m}")),
+            other => other,
+        }
+    }
+}
+
+/// The axes of a Fortran-order array seen as a C-order one: reversed.
+fn reversed(v: &[u64]) -> Vec<u64> {
+    v.iter().rev().copied().collect()
+}
+
+/// Writes variable `v` of `out` from an array in `file` at `offset`,
+/// block by block.
+#[allow(clippy::too_many_arguments)]
+fn stream_in(
+    file: &File,
+    offset: u64,
+    little: bool,
+    fortran: bool,
+    out: &mut Dataset,
+    v: usize,
+    progress: &mut Progress,
+    left: &str,
+) -> Result<(), Fail> {
+    let var = out.variable(v).map_err(|e| Fail::Error(e.to_string()))?;
+    let (shape, chunk, dtype) = (var.shape().to_vec(), var.chunk_shape().to_vec(), var.dtype());
+    let esize = dtype.size() as u64;
+    // A Fortran-order file is a C-order file of the reversed shape.
+    let (fshape, fchunk) = if fortran { (reversed(&shape), reversed(&chunk)) } else { (shape.clone(), chunk.clone()) };
+    let order = if fortran { Order::Fortran } else { Order::C };
+    for (start, bshape) in Blocks::new(&fshape, &fchunk, esize, block_budget()) {
+        interrupted(left)?;
+        let mut buf = buffer(count(&bshape)? * esize)?;
+        for (off, boff, len) in runs(&fshape, &start, &bshape) {
+            let dst = &mut buf[(boff * esize) as usize..((boff + len) * esize) as usize];
+            file.read_exact_at(dst, offset + off * esize).map_err(|e| Fail::Error(format!("reading the data: {e}")))?;
+        }
+        to_native(&mut buf, esize as usize, little);
+        let (rstart, rshape) = if fortran { (reversed(&start), reversed(&bshape)) } else { (start, bshape) };
+        let region = Region::new(&rstart, &rshape).map_err(|e| Fail::Error(e.to_string()))?;
+        out.write_bytes(v, &region, order, &buf).map_err(|e| Fail::Error(e.to_string()))?;
+        progress.add(buf.len() as u64);
+    }
+    Ok(())
+}
+
+/// Writes variable `v` of `src` into `file` at `offset` as a C- or
+/// Fortran-order array in little-endian byte order, block by block.
+pub fn stream_out(
+    src: &Dataset,
+    v: usize,
+    file: &File,
+    offset: u64,
+    fortran: bool,
+    progress: &mut Progress,
+    left: &str,
+) -> Result<(), Fail> {
+    let var = src.variable(v).map_err(|e| Fail::Error(e.to_string()))?;
+    let (shape, chunk, esize) = (var.shape().to_vec(), var.chunk_shape().to_vec(), var.dtype().size() as u64);
+    let (fshape, fchunk) = if fortran { (reversed(&shape), reversed(&chunk)) } else { (shape.clone(), chunk.clone()) };
+    let order = if fortran { Order::Fortran } else { Order::C };
+    for (start, bshape) in Blocks::new(&fshape, &fchunk, esize, block_budget()) {
+        interrupted(left)?;
+        let mut buf = buffer(count(&bshape)? * esize)?;
+        let (rstart, rshape) = if fortran { (reversed(&start), reversed(&bshape)) } else { (start.clone(), bshape.clone()) };
+        let region = Region::new(&rstart, &rshape).map_err(|e| Fail::Error(e.to_string()))?;
+        src.read_bytes(v, &region, order, &mut buf).map_err(|e| Fail::Error(e.to_string()))?;
+        to_native(&mut buf, esize as usize, true);
+        for (off, boff, len) in runs(&fshape, &start, &bshape) {
+            let part = &buf[(boff * esize) as usize..((boff + len) * esize) as usize];
+            file.write_all_at(part, offset + off * esize).map_err(|e| Fail::Error(format!("writing: {e}")))?;
+        }
+        progress.add(buf.len() as u64);
+    }
+    Ok(())
+}
+
+/// Opens a container for reading, naming it in any error. Its chunk cache
+/// holds a few blocks, enough for chunks that straddle block boundaries.
+pub fn open(path: &str) -> Result<Dataset, Fail> {
+    vds::OpenOptions::new().cache_size(4 * block_budget()).open(path).map_err(at(path))
+}
+
+pub fn export(args: &Args) -> Result<(), Fail> {
+    let (input, output) = (&args.positional[0], &args.positional[1]);
+    let format = format_of(args, output)?;
+    let fortran = match args.value("order") {
+        None | Some("C") | Some("c") => false,
+        Some("F") | Some("f") if format != "ds" => true,
+        Some(o) => return Err(args.usage(format!("--order {o:?}: expected C or F (and .ds is always C)"))),
+    };
+    let src = open(input)?;
+    catch_interrupts();
+    let dest = Destination::new(output, args.flag("force"))?;
+    let left = format!("{output} was not written");
+    if format == "ds" {
+        if args.pos(2).is_some() {
+            return Err(args.usage("a .ds file takes every variable; leave VAR out".into()));
+        }
+        ds::write(&src, input, dest.temp(), args.flag("quiet"), &left).map_err(|e| e.about(output))?;
+        return dest.finish();
+    }
+    let v = match args.pos(2) {
+        Some(name) => src
+            .variables()
+            .iter()
+            .position(|v| v.name() == name)
+            .ok_or_else(|| Fail::Error(format!("{input}: no variable named {name:?}")))?,
+        None if src.variables().len() == 1 => 0,
+        None => {
+            let names: Vec<&str> = src.variables().iter().map(|v| v.name()).collect();
+            return Err(args.usage(format!("{input} has {} variables ({}); name one", names.len(), names.join(", "))));
+        }
+    };
+    let var = &src.variables()[v];
+    let scalar = src.variable_attributes(v).map_err(at(input))?.get(SCALAR_ATTR) == Some(&Value::Bool(true));
+    let shape: Vec<u64> = if scalar { vec![] } else { var.shape().to_vec() };
+    let file = File::create(dest.temp()).map_err(at(output))?;
+    let header = if format == "npy" { npy::header_bytes(var.dtype(), fortran, &shape) } else { Vec::new() };
+    file.write_all_at(&header, 0).map_err(at(output))?;
+    let bytes = count(var.shape())? * var.dtype().size() as u64;
+    file.set_len(header.len() as u64 + bytes).map_err(at(output))?;
+    let mut progress = Progress::new(&format!("exporting {}", var.name()), bytes, args.flag("quiet"));
+    stream_out(&src, v, &file, header.len() as u64, fortran, &mut progress, &left).map_err(|e| e.about(output))?;
+    progress.finish();
+    drop(file);
+    dest.finish()
+}
+
+pub fn copy(args: &Args) -> Result<(), Fail> {
+    let (input, output) = (&args.positional[0], &args.positional[1]);
+    let layout = Layout::from(args)?;
+    let src = open(input)?;
+    layout.check(&src.variables().iter().map(|v| (v.name().to_string(), v.shape().len())).collect::<Vec<_>>())?;
+    catch_interrupts();
+    let dest = Destination::new(output, args.flag("force"))?;
+    let mut b = DatasetBuilder::new();
+    for a in src.axes() {
+        b.axis(Axis::new(a.name(), a.samples()).unit(a.unit_str()).coordinates(a.first(), a.last()));
+    }
+    for (i, v) in src.variables().iter().enumerate() {
+        let axes: Vec<&str> = v.axes().iter().map(|&k| src.axes()[k].name()).collect();
+        let mut vb = VariableBuilder::new(v.name(), v.dtype(), &axes);
+        vb.chunk(layout.chunk(v.name(), axes.len()).unwrap_or(v.chunk_shape()));
+        vb.codec(layout.codec.unwrap_or(v.codec())).unit(v.unit()).fill(v.fill_value());
+        for (k, val) in src.variable_attributes(i).map_err(at(input))? {
+            vb.attribute(k, val.clone());
+        }
+        b.variable(&vb);
+    }
+    for (k, val) in src.attributes() {
+        b.attribute(k, val.clone());
+    }
+    let mut out = b.create(dest.temp()).map_err(at(output))?;
+    let total = src.variables().iter().map(|v| count(v.shape()).unwrap_or(0).saturating_mul(v.dtype().size() as u64)).sum();
+    let mut progress = Progress::new(&format!("copying {input}"), total, args.flag("quiet"));
+    let left = format!("{output} was not written");
+    for v in 0..src.variables().len() {
+        let (shape, chunk, esize) = {
+            let var = out.variable(v).map_err(at(output))?;
+            (var.shape().to_vec(), var.chunk_shape().to_vec(), var.dtype().size() as u64)
+        };
+        for (start, bshape) in Blocks::new(&shape, &chunk, esize, block_budget()) {
+            interrupted(&left)?;
+            let mut buf = buffer(count(&bshape)? * esize)?;
+            let region = Region::new(&start, &bshape).map_err(at(input))?;
+            src.read_bytes(v, &region, Order::C, &mut buf).map_err(at(input))?;
+            out.write_bytes(v, &region, Order::C, &buf).map_err(at(output))?;
+            progress.add(buf.len() as u64);
+        }
+    }
+    out.close().map_err(at(output))?;
+    progress.finish();
+    dest.finish()?;
+    summary(output, total)
+}

@@ -1,0 +1,383 @@
+//! `vds info`, `vds dump` and `vds verify`.
+
+use crate::args::{Args, Spec};
+use crate::convert::open;
+use crate::util::{at, buffer, count, out, size, value_text, Fail};
+use vds::serde_json::{json, Value};
+use vds::{Compression, Dataset, Order, Region, Variable};
+
+pub static INFO: Spec = Spec {
+    name: "info",
+    help: "\
+vds info: axes, variables, chunking, codecs, chunk counts and space of a container
+
+Usage: vds info FILE [--json]
+
+For each variable: type, axes, chunk shape and grid, codec, fill value, chunks
+stored, constant, fill-only and unwritten, bytes raw and on disk, and the
+compression ratio. For the file: external-file slots, the commit, and the
+space compaction would reclaim.
+
+Options:
+  --json   the same as one JSON object, for scripts
+
+Example:
+  vds info target/demo.vds
+",
+    values: &[],
+    flags: &["json"],
+    positional: (1, 1),
+};
+
+pub static DUMP: Spec = Spec {
+    name: "dump",
+    help: "\
+vds dump: print a variable's values as text or CSV
+
+Usage: vds dump FILE VAR [--region START:STOP,...] [--csv] [--all]
+
+--region takes one item per axis: START:STOP (STOP excluded), a single index,
+or `:` for the whole axis; missing trailing axes are whole. As text, the last
+axis is a row and each 2-D plane is headed by its indices; as CSV, each value
+is a row with its indices. More than 10000 values need --all.
+
+Options:
+  --region R   the values to print (default: all)
+  --lod N      level of detail (format 1.0 files hold level 0 only)
+  --csv        comma-separated rows: one index column per axis, then the value
+  --all        allow more than 10000 values
+
+Example:
+  vds dump target/demo.vds amplitude --region 128,100:104,0:8
+",
+    values: &["region", "lod"],
+    flags: &["csv", "all"],
+    positional: (2, 2),
+};
+
+pub static VERIFY: Spec = Spec {
+    name: "verify",
+    help: "\
+vds verify: check every checksum and structure of a container
+
+Usage: vds verify FILE
+
+Reads the descriptor, every index page and every chunk of the current commit,
+checks each checksum and decodes each chunk, and prints each problem with
+where it is. Exit status: 0 when intact, 1 on damage or when the file cannot
+be opened.
+
+Example:
+  vds verify target/demo.vds
+",
+    values: &[],
+    flags: &[],
+    positional: (1, 1),
+};
+
+/// A codec in words: `deflate level 1 + shuffle`.
+fn codec_text(v: &Variable) -> String {
+    let c = v.codec();
+    match c.compression {
+        Compression::Deflate { level } if c.shuffle && v.dtype().size() > 1 => format!("deflate level {level} + shuffle"),
+        Compression::Deflate { level } => format!("deflate level {level}"),
+        _ => "none".into(),
+    }
+}
+
+fn join(v: &[u64], sep: &str) -> String {
+    v.iter().map(u64::to_string).collect::<Vec<_>>().join(sep)
+}
+
+/// A number without a needless `.0`.
+fn num(x: f64) -> String {
+    format!("{x}")
+}
+
+pub fn info(args: &Args) -> Result<(), Fail> {
+    let path = &args.positional[0];
+    let ds = open(path)?;
+    let report = describe(&ds, path)?;
+    let text = if args.flag("json") { format!("{:#}\n", report) } else { render(&report) };
+    out(text.as_bytes())
+}
+
+/// Everything `info` shows, as JSON.
+fn describe(ds: &Dataset, path: &str) -> Result<Value, Fail> {
+    let space = ds.space().map_err(at(path))?;
+    let axes: Vec<Value> = ds
+        .axes()
+        .iter()
+        .map(|a| json!({"name": a.name(), "samples": a.samples(), "unit": a.unit_str(), "first": a.first(), "last": a.last()}))
+        .collect();
+    let mut vars = Vec::new();
+    for (i, v) in ds.variables().iter().enumerate() {
+        let s = ds.variable_stats(i).map_err(at(path))?;
+        let total: u64 = v.chunk_grid().iter().product();
+        let unwritten = total.saturating_sub(s.stored_chunks + s.constant_chunks + s.fill_chunks);
+        let ratio = if s.stored_bytes > 0 { s.raw_bytes as f64 / s.stored_bytes as f64 } else { 0.0 };
+        vars.push(json!({
+            "name": v.name(),
+            "dtype": v.dtype().name(),
+            "axes": v.axes().iter().map(|&k| ds.axes()[k].name()).collect::<Vec<_>>(),
+            "shape": v.shape(),
+            "unit": v.unit(),
+            "chunk_shape": v.chunk_shape(),
+            "chunk_grid": v.chunk_grid(),
+            "codec": codec_text(v),
+            "fill": value_json(v),
+            "levels_of_detail": 1,
+            "partitionings": 1,
+            "chunks": {"total": total, "stored": s.stored_chunks, "constant": s.constant_chunks, "fill": s.fill_chunks, "unwritten": unwritten},
+            "bytes": {"raw": s.raw_bytes, "stored": s.stored_bytes, "ratio": (ratio * 100.0).round() / 100.0},
+            "attributes": ds.variable_attributes(i).map_err(at(path))?,
+        }));
+    }
+    Ok(json!({
+        "file": path,
+        "format": format!("{}.{}", vds::FORMAT_MAJOR, vds::FORMAT_MINOR),
+        "commit": ds.commit_sequence(),
+        "file_bytes": space.file_bytes,
+        "live_bytes": space.live_bytes,
+        "reclaimable_bytes": space.reclaimable_bytes,
+        "index_pages": space.index_pages,
+        "external_slots": ds.external_slots(),
+        "attributes": ds.attributes(),
+        "axes": axes,
+        "variables": vars,
+    }))
+}
+
+/// A variable's fill value as JSON.
+fn value_json(v: &Variable) -> Value {
+    match v.fill_value() {
+        vds::Scalar::Int(x) => x.into(),
+        vds::Scalar::UInt(x) => x.into(),
+        vds::Scalar::Float(x) if x.is_finite() => x.into(),
+        vds::Scalar::Float(x) => x.to_string().into(),
+        vds::Scalar::Bool(x) => x.into(),
+        _ => Value::Null,
+    }
+}
+
+/// The text form of `describe`'s report.
+fn render(r: &Value) -> String {
+    let u = |v: &Value| v.as_u64().unwrap_or(0);
+    let mut t = format!(
+        "{}: vds {} container, commit {}, {}\n",
+        r["file"].as_str().unwrap_or(""),
+        r["format"].as_str().unwrap_or(""),
+        u(&r["commit"]),
+        size(u(&r["file_bytes"]))
+    );
+    t += "axes:\n";
+    let width = r["axes"].as_array().into_iter().flatten().map(|a| a["name"].as_str().unwrap_or("").len()).max().unwrap_or(0);
+    for a in r["axes"].as_array().into_iter().flatten() {
+        let unit = a["unit"].as_str().unwrap_or("");
+        let unit = if unit.is_empty() { String::new() } else { format!(" {unit}") };
+        t += &format!(
+            "  {:width$}  {:>6} samples  {} .. {}{unit}\n",
+            a["name"].as_str().unwrap_or(""),
+            u(&a["samples"]),
+            num(a["first"].as_f64().unwrap_or(0.0)),
+            num(a["last"].as_f64().unwrap_or(0.0)),
+        );
+    }
+    t += "variables:\n";
+    let list = |v: &Value| v.as_array().into_iter().flatten().map(|x| x.as_u64().unwrap_or(0)).collect::<Vec<_>>();
+    for v in r["variables"].as_array().into_iter().flatten() {
+        let axes: Vec<String> = v["axes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .zip(list(&v["shape"]))
+            .map(|(a, n)| format!("{}={n}", a.as_str().unwrap_or("")))
+            .collect();
+        let unit = v["unit"].as_str().unwrap_or("");
+        let unit = if unit.is_empty() { String::new() } else { format!(" ({unit})") };
+        t += &format!("  {} {} [{}]{unit}\n", v["name"].as_str().unwrap_or(""), v["dtype"].as_str().unwrap_or(""), axes.join(", "));
+        let grid = list(&v["chunk_grid"]);
+        t += &format!(
+            "    chunks {} (grid {} = {}), {}, fill {}\n",
+            join(&list(&v["chunk_shape"]), "x"),
+            join(&grid, "x"),
+            u(&v["chunks"]["total"]),
+            v["codec"].as_str().unwrap_or(""),
+            v["fill"]
+        );
+        let c = &v["chunks"];
+        t += &format!(
+            "    stored {}, constant {}, fill {}, unwritten {}\n",
+            u(&c["stored"]),
+            u(&c["constant"]),
+            u(&c["fill"]),
+            u(&c["unwritten"])
+        );
+        let b = &v["bytes"];
+        t += &format!(
+            "    stored chunks: {} raw, {} on disk, ratio {:.2}\n",
+            size(u(&b["raw"])),
+            size(u(&b["stored"])),
+            b["ratio"].as_f64().unwrap_or(0.0)
+        );
+        if let Some(a) = v["attributes"].as_object().filter(|a| !a.is_empty()) {
+            t += &format!("    attributes: {}\n", Value::Object(a.clone()));
+        }
+    }
+    let slots: Vec<&str> = r["external_slots"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    t += &format!("external slots: {}\n", if slots.is_empty() { "none".to_string() } else { slots.join(", ") });
+    t += &format!(
+        "space: {} live in the container, {} reclaimable by compaction, {} index pages\n",
+        size(u(&r["live_bytes"])),
+        size(u(&r["reclaimable_bytes"])),
+        u(&r["index_pages"])
+    );
+    if let Some(a) = r["attributes"].as_object().filter(|a| !a.is_empty()) {
+        t += &format!("attributes: {}\n", Value::Object(a.clone()));
+    }
+    t
+}
+
+/// Most values `dump` prints without `--all`.
+const DUMP_LIMIT: u64 = 10_000;
+
+/// Parses `--region` against a shape: (start, count) per axis.
+fn parse_region(s: &str, shape: &[u64]) -> Result<(Vec<u64>, Vec<u64>), String> {
+    let items: Vec<&str> = if s.is_empty() { Vec::new() } else { s.split(',').collect() };
+    if items.len() > shape.len() {
+        return Err(format!("{} items for {} axes", items.len(), shape.len()));
+    }
+    let (mut start, mut counts) = (Vec::new(), Vec::new());
+    for (k, &n) in shape.iter().enumerate() {
+        let item = items.get(k).map_or(":", |i| i.trim());
+        let num = |t: &str, dflt: u64| -> Result<u64, String> {
+            if t.is_empty() {
+                Ok(dflt)
+            } else {
+                t.parse().map_err(|_| format!("{t:?} is not an index"))
+            }
+        };
+        let (a, b) = match item.split_once(':') {
+            Some((a, b)) => (num(a, 0)?, num(b, n)?),
+            None => {
+                let i = num(item, 0)?;
+                (i, i.saturating_add(1))
+            }
+        };
+        if a >= b || b > n {
+            return Err(format!("{item:?} is not a non-empty range inside axis {k}'s 0:{n}"));
+        }
+        start.push(a);
+        counts.push(b - a);
+    }
+    Ok((start, counts))
+}
+
+/// Fails for a level of detail other than 0.
+pub fn check_lod(args: &Args) -> Result<(), Fail> {
+    match args.parsed("lod", |s| s.parse::<u32>().map_err(|_| "not a level".to_string()))? {
+        None | Some(0) => Ok(()),
+        Some(n) => Err(Fail::Error(format!("level of detail {n} does not exist: format 1.0 files hold level 0 only"))),
+    }
+}
+
+pub fn dump(args: &Args) -> Result<(), Fail> {
+    let (path, name) = (&args.positional[0], &args.positional[1]);
+    check_lod(args)?;
+    let ds = open(path)?;
+    let v = ds.variable(name.as_str()).map_err(at(path))?;
+    let (start, shape) = parse_region(args.value("region").unwrap_or(""), v.shape()).map_err(|e| args.usage(format!("--region: {e}")))?;
+    let n = count(&shape)?;
+    if n > DUMP_LIMIT && !args.flag("all") {
+        return Err(Fail::Error(format!("{path}: {n} values is more than {DUMP_LIMIT}; narrow --region or add --all")));
+    }
+    let esize = v.dtype().size();
+    let dtype = v.dtype();
+    let axis_names: Vec<&str> = v.axes().iter().map(|&k| ds.axes()[k].name()).collect();
+    let nd = shape.len();
+    // Rows of the last axis, read one 2-D plane (or row) at a time to bound memory.
+    let row = shape[nd - 1];
+    let plane_rows = if nd >= 2 { shape[nd - 2] } else { 1 };
+    let planes = n / (row * plane_rows);
+    let mut text = String::new();
+    if args.flag("csv") {
+        text += &format!("{},{}\n", axis_names.join(","), name);
+    } else {
+        let r: Vec<String> =
+            start.iter().zip(&shape).map(|(s, c)| if *c == 1 { s.to_string() } else { format!("{s}:{}", s + c) }).collect();
+        text += &format!("{name}[{}] {dtype}, axes {}\n", r.join(", "), axis_names.join(", "));
+    }
+    let mut idx = vec![0u64; nd.saturating_sub(2)];
+    for p in 0..planes {
+        let mut pstart = start.clone();
+        let mut pshape = shape.clone();
+        for (k, &i) in idx.iter().enumerate() {
+            pstart[k] += i;
+            pshape[k] = 1;
+        }
+        let mut buf = buffer(row * plane_rows * esize as u64)?;
+        ds.read_bytes(name.as_str(), &Region::new(&pstart, &pshape).map_err(at(path))?, Order::C, &mut buf).map_err(at(path))?;
+        if !args.flag("csv") && nd >= 3 {
+            let head: Vec<String> = pstart[..nd - 2].iter().map(u64::to_string).collect();
+            text += &format!("{}// {name}[{}, :, :]\n", if p > 0 { "\n" } else { "" }, head.join(", "));
+        }
+        for r in 0..plane_rows {
+            let vals = (0..row).map(|c| {
+                let i = ((r * row + c) as usize) * esize;
+                value_text(dtype, &buf[i..i + esize])
+            });
+            if args.flag("csv") {
+                for (c, val) in vals.enumerate() {
+                    let mut at = pstart.clone();
+                    if nd >= 2 {
+                        at[nd - 2] += r;
+                    }
+                    at[nd - 1] += c as u64;
+                    text += &format!("{},{val}\n", join(&at, ","));
+                }
+            } else {
+                text += &vals.collect::<Vec<_>>().join(", ");
+                text += "\n";
+            }
+        }
+        out(text.as_bytes())?;
+        text.clear();
+        for k in (0..idx.len()).rev() {
+            idx[k] += 1;
+            if idx[k] < shape[k] {
+                break;
+            }
+            idx[k] = 0;
+        }
+    }
+    Ok(())
+}
+
+pub fn verify(args: &Args) -> Result<(), Fail> {
+    let path = &args.positional[0];
+    let ds = open(path)?;
+    let r = ds.verify().map_err(at(path))?;
+    let mut text = String::new();
+    for p in &r.problems {
+        text += &format!("{path}: {p}\n");
+    }
+    if r.is_ok() {
+        text += &format!(
+            "{path}: intact (commit {}, {} chunks and {} index pages checked, {} live, {} reclaimable)\n",
+            r.commit,
+            r.chunks,
+            r.index_pages,
+            size(r.live_bytes),
+            size(r.reclaimable_bytes)
+        );
+        out(text.as_bytes())
+    } else {
+        let prev = match r.previous_commit {
+            Some(c) => format!("; commit {c} in the other slot is intact, and `Dataset::recover` can roll back to it"),
+            None => String::new(),
+        };
+        text += &format!("{path}: damaged: {} problems in commit {}{prev}\n", r.problems.len(), r.commit);
+        out(text.as_bytes())?;
+        Err(Fail::Quiet(1))
+    }
+}

@@ -1,0 +1,504 @@
+//! Drives the real `vds` binary: every subcommand, bad arguments, missing
+//! and damaged files. Interop is checked against the real tools: the .npy
+//! fixtures were written by NumPy and the .ds fixtures by ds-format (see
+//! fixtures/make_fixtures.py), and what the tool writes is read back by
+//! NumPy and ds-format from target/pyenv (made by .ci/deps.sh).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use vds::{Axis, Codec, DType, Dataset, DatasetBuilder, Order, Region, VariableBuilder};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn fixture(name: &str) -> String {
+    root().join("tool/tests/fixtures").join(name).display().to_string()
+}
+
+/// A fresh directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let d = root().join("target/tmp").join(format!("cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn vds_in(dir: &Path, args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_vds")).args(args).current_dir(dir).env_remove("VDS_PROGRESS").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked") && !err.contains("internal error") && !err.contains("backtrace"), "vds {args:?}: {err}");
+    assert!(err.lines().count() <= 1 || out.status.code() != Some(1), "vds {args:?}: more than one line of error: {err}");
+    out
+}
+
+/// Runs vds and expects success; returns standard output.
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let out = vds_in(dir, args);
+    assert!(out.status.success(), "vds {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs vds and expects exit status `code`; returns standard error.
+fn fails(dir: &Path, args: &[&str], code: i32) -> String {
+    let out = vds_in(dir, args);
+    assert_eq!(out.status.code(), Some(code), "vds {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stderr).unwrap()
+}
+
+/// Runs a Python script with NumPy and ds-format; it fails the test by raising.
+fn python(dir: &Path, script: &str) -> String {
+    let py = root().join("target/pyenv/bin/python");
+    assert!(py.exists(), "{} is missing: run `sh .ci/deps.sh`", py.display());
+    let out = Command::new(py).arg("-c").arg(script).current_dir(dir).output().unwrap();
+    assert!(out.status.success(), "python failed:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+const NPY_FIXTURES: [&str; 13] = [
+    "bool",
+    "float32_3d",
+    "float64_big_endian",
+    "float64_fortran",
+    "int16",
+    "int32_big_endian",
+    "int64",
+    "int8",
+    "scalar",
+    "uint16_fortran",
+    "uint32",
+    "uint64",
+    "uint8",
+];
+
+#[test]
+fn npy_files_written_by_numpy_round_trip_exactly() {
+    let dir = scratch("npy");
+    for name in NPY_FIXTURES {
+        let order = if name.contains("fortran") { "F" } else { "C" };
+        let header = std::fs::read(fixture(&format!("{name}.npy"))).unwrap();
+        let dims = String::from_utf8_lossy(&header[..128])
+            .split("'shape': (")
+            .nth(1)
+            .unwrap()
+            .split(')')
+            .next()
+            .unwrap()
+            .split(',')
+            .filter(|d| !d.trim().is_empty())
+            .count()
+            .max(1);
+        let chunk = ["4", "3,2", "2,2,2", "2,1,2,1"][dims - 1];
+        ok(&dir, &["import", &fixture(&format!("{name}.npy")), &format!("{name}.vds"), "--chunk", chunk]);
+        ok(&dir, &["export", &format!("{name}.vds"), &format!("{name}.npy"), "--order", order]);
+        // The whole array as CSV, for a value-by-value comparison with NumPy.
+        let csv = ok(&dir, &["dump", &format!("{name}.vds"), name, "--csv"]);
+        std::fs::write(dir.join(format!("{name}.csv")), csv).unwrap();
+    }
+    let report = python(
+        &dir,
+        &format!(
+            r#"
+import numpy as np
+for name in {NPY_FIXTURES:?}:
+    ref = np.load("{}/" + name + ".npy")
+    got = np.load(name + ".npy")
+    assert got.dtype == ref.dtype.newbyteorder("<") or got.dtype == ref.dtype, (name, got.dtype, ref.dtype)
+    assert got.shape == ref.shape, (name, got.shape, ref.shape)
+    assert np.isfortran(got) == np.isfortran(ref), name
+    assert np.array_equal(got, ref), name
+    rows = open(name + ".csv").read().splitlines()[1:]
+    flat = ref.reshape(-1) if ref.ndim else ref.reshape(1)
+    assert len(rows) == flat.size, (name, len(rows))
+    for row, want in zip(rows, flat):
+        text = row.split(",")[-1]
+        if ref.dtype.kind == "b":
+            assert text == str(bool(want)).lower(), (name, row)
+        elif ref.dtype.kind == "f":
+            assert ref.dtype.type(float(text)) == want, (name, row, want)
+        else:
+            assert int(text) == int(want), (name, row, want)
+print("checked", len({NPY_FIXTURES:?}))
+"#,
+            root().join("tool/tests/fixtures").display()
+        ),
+    );
+    assert_eq!(report.trim(), "checked 13");
+    // The chunk options were applied by number of dimensions.
+    let ds = Dataset::open(dir.join("float32_3d.vds")).unwrap();
+    assert_eq!(ds.variables()[0].chunk_shape(), &[2, 2, 2]);
+    assert_eq!(ds.axes()[0].name(), "dim0");
+}
+
+#[test]
+fn ds_files_written_by_ds_format_round_trip_exactly() {
+    let dir = scratch("ds");
+    for name in ["mixed", "simple"] {
+        ok(&dir, &["import", &fixture(&format!("{name}.ds")), &format!("{name}.vds")]);
+        ok(&dir, &["export", &format!("{name}.vds"), &format!("{name}.ds")]);
+    }
+    // Variables one by one through .npy too, compared with ds-format's reading.
+    for var in ["time", "level", "temperature", "counts", "flag", "pressure_be", "height"] {
+        ok(&dir, &["export", "mixed.vds", &format!("{var}.npy"), var]);
+    }
+    let report = python(
+        &dir,
+        &format!(
+            r#"
+import numpy as np, ds_format as ds
+n = 0
+for name in ["mixed", "simple"]:
+    a = ds.read("{fixtures}/" + name + ".ds")
+    b = ds.read(name + ".ds")
+    assert sorted(ds.vars(a)) == sorted(ds.vars(b)), (ds.vars(a), ds.vars(b))
+    assert ds.attrs(a) == ds.attrs(b), (ds.attrs(a), ds.attrs(b))
+    for v in ds.vars(a):
+        x, y = a[v], b[v]
+        assert ds.dims(a, v) == ds.dims(b, v), v
+        assert ds.attrs(a, v) == ds.attrs(b, v), (v, ds.attrs(a, v), ds.attrs(b, v))
+        assert np.array_equal(np.ma.getmaskarray(x), np.ma.getmaskarray(y)), v
+        assert np.array_equal(np.ma.getdata(x), np.ma.getdata(y)), v
+        assert np.asarray(x).dtype.kind == np.asarray(y).dtype.kind, v
+        n += 1
+a = ds.read("{fixtures}/mixed.ds")
+for v in ["time", "level", "temperature", "counts", "flag", "pressure_be", "height"]:
+    got = np.load(v + ".npy")
+    want = np.ma.getdata(a[v])
+    assert got.shape == np.shape(want), (v, got.shape)
+    assert np.array_equal(got, want), (v, got, want)
+    n += 1
+print("checked", n)
+"#,
+            fixtures = root().join("tool/tests/fixtures").display()
+        ),
+    );
+    assert_eq!(report.trim(), "checked 17");
+    // How the container holds what ds calls masks and strings.
+    let ds = Dataset::open(dir.join("mixed.vds")).unwrap();
+    let mask: Vec<bool> = ds.read_vec("counts:missing", &Region::full(&[4]).unwrap(), Order::C).unwrap();
+    assert_eq!(mask, [false, true, false, true]);
+    let station = ds.variable("station").unwrap();
+    assert_eq!(station.dtype(), DType::UInt8);
+    let bytes: Vec<u8> = ds.read_vec("station", &Region::full(station.shape()).unwrap(), Order::C).unwrap();
+    let width = station.shape()[1] as usize;
+    assert_eq!(&bytes[width..width + "Zürich".len()], "Zürich".as_bytes());
+}
+
+/// A small container with known chunk kinds: 3 stored chunks, 1 constant,
+/// and 4 never written, in a 4 x 4 x 2 grid of 4^3 chunks.
+fn known(dir: &Path) -> (PathBuf, Vec<f32>) {
+    let path = dir.join("known.vds");
+    let mut ds = DatasetBuilder::new()
+        .overwrite(true)
+        .axis(Axis::new("inline", 16).coordinates(1.0, 16.0))
+        .axis(Axis::new("crossline", 16))
+        .axis(Axis::new("time", 8).unit("ms").coordinates(0.0, 28.0))
+        .variable(VariableBuilder::new("amp", DType::Float32, &["inline", "crossline", "time"]).chunk(&[4, 4, 4]).codec(Codec::NONE))
+        .attribute("survey", "known")
+        .create(&path)
+        .unwrap();
+    let mut all = vec![0f32; 16 * 16 * 8];
+    for (i, x) in all.iter_mut().enumerate() {
+        let (il, xl, t) = (i / 128, (i / 8) % 16, i % 8);
+        // Stored: the first 3 chunks along crossline of the first inline/time chunk; constant: the 4th.
+        if il < 4 && t < 4 {
+            *x = match xl / 4 {
+                3 => 7.0,
+                c => (il * 100 + xl * 10 + t) as f32 - 150.0 + c as f32,
+            };
+        }
+    }
+    let sub: Vec<f32> = (0..4 * 16 * 4).map(|k| all[(k / 64) * 128 + ((k / 4) % 16) * 8 + k % 4]).collect();
+    ds.write("amp", &Region::new(&[0, 0, 0], &[4, 16, 4]).unwrap(), Order::C, &sub).unwrap();
+    ds.close().unwrap();
+    (path, all)
+}
+
+#[test]
+fn info_reports_chunk_kinds_codecs_and_space() {
+    let dir = scratch("info");
+    let (path, _) = known(&dir);
+    let p = path.to_str().unwrap();
+    let text = ok(&dir, &["info", p]);
+    assert!(text.contains("amp float32 [inline=16, crossline=16, time=8]"), "{text}");
+    assert!(text.contains("chunks 4x4x4 (grid 4x4x2 = 32), none, fill 0"), "{text}");
+    assert!(text.contains("stored 3, constant 1, fill 0, unwritten 28"), "{text}");
+    assert!(text.contains("time            8 samples  0 .. 28 ms"), "{text}");
+    assert!(text.contains("attributes: {\"survey\":\"known\"}"), "{text}");
+    let json: vds::serde_json::Value = vds::serde_json::from_str(&ok(&dir, &["info", p, "--json"])).unwrap();
+    let v = &json["variables"][0];
+    assert_eq!(v["chunks"]["stored"], 3);
+    assert_eq!(v["chunks"]["constant"], 1);
+    assert_eq!(v["chunks"]["unwritten"], 28);
+    assert_eq!(v["bytes"]["raw"], 3 * 64 * 4);
+    assert_eq!(v["bytes"]["stored"], 3 * 64 * 4);
+    assert_eq!(json["file_bytes"], std::fs::metadata(&path).unwrap().len());
+    assert_eq!(json["reclaimable_bytes"], 0);
+    // Rewriting a chunk leaves its old copy behind, which info reports as reclaimable.
+    let mut ds = Dataset::open_rw(&path).unwrap();
+    ds.write("amp", &Region::new(&[0, 0, 0], &[4, 4, 4]).unwrap(), Order::C, &[1.5f32; 64]).unwrap();
+    ds.close().unwrap();
+    let json: vds::serde_json::Value = vds::serde_json::from_str(&ok(&dir, &["info", p, "--json"])).unwrap();
+    assert_eq!(json["variables"][0]["chunks"]["constant"], 2);
+    assert_eq!(json["reclaimable_bytes"], 64 * 4 + 4096);
+}
+
+#[test]
+fn dump_prints_the_values_of_a_region() {
+    let dir = scratch("dump");
+    let (path, all) = known(&dir);
+    let p = path.to_str().unwrap();
+    let text = ok(&dir, &["dump", p, "amp", "--region", "1:3,5,2:6"]);
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("amp[1:3, 5, 2:6] float32, axes inline, crossline, time"));
+    for il in 1..3 {
+        assert_eq!(lines.next(), Some(format!("// amp[{il}, :, :]").as_str()));
+        let want: Vec<String> = (2..6).map(|t| all[il * 128 + 5 * 8 + t].to_string()).collect();
+        assert_eq!(lines.next(), Some(want.join(", ").as_str()));
+        if il == 1 {
+            assert_eq!(lines.next(), Some(""));
+        }
+    }
+    assert_eq!(lines.next(), None);
+    let csv = ok(&dir, &["dump", p, "amp", "--region", "3,14:16", "--csv"]);
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(rows[0], "inline,crossline,time,amp");
+    assert_eq!(rows.len(), 1 + 2 * 8);
+    assert_eq!(rows[1 + 8 + 3], format!("3,15,3,{}", all[3 * 128 + 15 * 8 + 3]));
+    // Large requests need --all; bad regions and names are clear errors.
+    let big = dir.join("big.vds");
+    DatasetBuilder::new()
+        .axis(Axis::new("x", 20_000))
+        .variable(&VariableBuilder::new("v", DType::Int8, &["x"]))
+        .create(&big)
+        .unwrap()
+        .close()
+        .unwrap();
+    let err = fails(&dir, &["dump", big.to_str().unwrap(), "v"], 1);
+    assert!(err.contains("20000 values is more than 10000"), "{err}");
+    assert_eq!(ok(&dir, &["dump", big.to_str().unwrap(), "v", "--all"]).lines().count(), 2);
+    assert!(fails(&dir, &["dump", p, "amp", "--region", "0:99"], 2).contains("not a non-empty range inside axis 0's 0:16"));
+    assert!(fails(&dir, &["dump", p, "amp", "--region", "1,2,3,4"], 2).contains("4 items for 3 axes"));
+    assert!(fails(&dir, &["dump", p, "nope"], 1).contains("no variable named \"nope\""));
+    assert!(fails(&dir, &["dump", p, "amp", "--lod", "1"], 1).contains("level of detail 1 does not exist"));
+}
+
+#[test]
+fn verify_finds_damage_and_says_where() {
+    let dir = scratch("verify");
+    let (path, _) = known(&dir);
+    let p = path.to_str().unwrap();
+    let text = ok(&dir, &["verify", p]);
+    assert!(text.contains("intact (commit 2, 4 chunks and 1 index pages checked"), "{text}");
+    // Flip a byte inside the first stored chunk (the body starts after the head and both slots).
+    let mut bytes = std::fs::read(&path).unwrap();
+    let head = bytes.iter().position(|&b| b == b'\n').unwrap() + 1;
+    let head = head + bytes[head..].iter().position(|&b| b == b'\n').unwrap() + 1;
+    let body = head.div_ceil(4096) * 4096 + 1024;
+    bytes[body + 10] ^= 0x40;
+    std::fs::write(&path, &bytes).unwrap();
+    let out = vds_in(&dir, &["verify", p]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("damaged: 1 problems in commit 2"), "{text}");
+    assert!(text.contains(&format!("offset {:#x}", body)), "{text}");
+    // Files that are not containers, or not there.
+    assert!(fails(&dir, &["verify", "missing.vds"], 1).contains("missing.vds"));
+    std::fs::write(dir.join("text.vds"), "hello\n").unwrap();
+    assert!(fails(&dir, &["verify", "text.vds"], 1).contains("not a libvds container"));
+    std::fs::write(dir.join("short.vds"), &bytes[..100]).unwrap();
+    assert!(fails(&dir, &["info", "short.vds"], 1).contains("short.vds"));
+}
+
+#[test]
+fn slices_become_pictures_that_decode_to_the_values() {
+    let dir = scratch("slice");
+    let (path, all) = known(&dir);
+    let p = path.to_str().unwrap();
+    let decode = |name: &str| {
+        let file = std::fs::File::open(dir.join(name)).unwrap();
+        let mut reader = png::Decoder::new(std::io::BufReader::new(file)).read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        assert_eq!((info.color_type, info.bit_depth), (png::ColorType::Rgb, png::BitDepth::Eight));
+        (info.width, info.height, buf)
+    };
+    // An inline slice: crossline across, time down.
+    let text = ok(&dir, &["slice", p, "amp", "--axis", "inline", "--index", "2", "-o", "il.png", "--clip", "100"]);
+    assert!(text.contains("16 x 8 pixels, crossline across, time down, at inline = 2"), "{text}");
+    let (w, h, rgb) = decode("il.png");
+    assert_eq!((w, h), (16, 8));
+    let max = (0..16 * 8).map(|k| all[2 * 128 + k].abs()).fold(0f32, f32::max);
+    for (x, y) in [(0usize, 0usize), (5, 3), (13, 1), (9, 6)] {
+        let v = all[2 * 128 + x * 8 + y];
+        let px = &rgb[(y * 16 + x) * 3..][..3];
+        match v {
+            0.0 => assert_eq!(px, [255, 255, 255], "zero is white at {x},{y}"),
+            v if v > 0.0 => assert!(px[0] > px[2], "positive is red at {x},{y}: {px:?}"),
+            _ => assert!(px[2] > px[0], "negative is blue at {x},{y}: {px:?}"),
+        }
+        if v.abs() == max {
+            assert!(px == [128, 0, 0] || px == [0, 0, 77], "the largest |value| is at the end of the map: {px:?}");
+        }
+    }
+    // A grey time slice by axis number: smallest black, largest white.
+    ok(&dir, &["slice", p, "amp", "--axis", "2", "--index", "1", "-o", "t.png", "--colormap", "grey", "--clip", "100"]);
+    let (w, h, rgb) = decode("t.png");
+    assert_eq!((w, h), (16, 16));
+    let plane: Vec<f32> = (0..256).map(|k| all[(k % 16) * 128 + (k / 16) * 8 + 1]).collect();
+    let (lo, hi) = plane.iter().fold((f32::MAX, f32::MIN), |(a, b), &v| (a.min(v), b.max(v)));
+    for (k, &v) in plane.iter().enumerate() {
+        let px = &rgb[k * 3..][..3];
+        assert_eq!(px[0], ((v - lo) / (hi - lo) * 255.0).round() as u8, "pixel {k}");
+    }
+    assert!(fails(&dir, &["slice", p, "amp", "--axis", "inline", "--index", "16", "-o", "x.png"], 1).contains("outside axis \"inline\""));
+    assert!(fails(&dir, &["slice", p, "amp", "--axis", "depth", "--index", "1", "-o", "x.png"], 1).contains("no axis \"depth\""));
+    assert!(fails(&dir, &["slice", p, "amp", "--index", "1", "-o", "x.png"], 2).contains("give --axis and --index"));
+    assert!(fails(&dir, &["slice", p, "amp", "--axis", "0", "--index", "1"], 2).contains("-o PICTURE.png is required"));
+    assert!(!dir.join("x.png").exists());
+}
+
+#[test]
+fn raw_binary_imports_in_either_order_and_byte_order() {
+    let dir = scratch("raw");
+    let shape = [4u64, 5, 6];
+    let values: Vec<i32> = (0..120).map(|i| i * 1_000_003 - 60_000_000).collect();
+    // The file holds the array in Fortran order (first axis fastest), big-endian.
+    let mut raw = Vec::new();
+    for k in 0..6 {
+        for j in 0..5 {
+            for i in 0..4 {
+                raw.extend_from_slice(&values[i * 30 + j * 6 + k].to_be_bytes());
+            }
+        }
+    }
+    std::fs::write(dir.join("a.bin"), &raw).unwrap();
+    ok(
+        &dir,
+        &[
+            "import", "a.bin", "a.vds", "--dtype", "int32", "--shape", "4,5,6", "--order", "F", "--endian", "big", "--chunk", "3,2,4",
+            "--name", "v",
+        ],
+    );
+    let ds = Dataset::open(dir.join("a.vds")).unwrap();
+    let got: Vec<i32> = ds.read_vec("v", &Region::full(&shape).unwrap(), Order::C).unwrap();
+    assert_eq!(got, values);
+    ok(&dir, &["export", "a.vds", "c.bin"]);
+    let c: Vec<i32> = std::fs::read(dir.join("c.bin")).unwrap().chunks(4).map(|b| i32::from_le_bytes(b.try_into().unwrap())).collect();
+    assert_eq!(c, values);
+    assert!(fails(&dir, &["import", "a.bin", "b.vds", "--dtype", "int32", "--shape", "4,5,7"], 1)
+        .contains("480 bytes, but int32 of shape [4, 5, 7] needs 560"));
+    assert!(fails(&dir, &["import", "a.bin", "b.vds", "--shape", "4,5,6"], 2).contains("needs --dtype"));
+    assert!(fails(&dir, &["import", "a.bin", "b.vds", "--dtype", "complex64", "--shape", "1"], 2).contains("complex64"));
+    assert!(fails(&dir, &["import", "a.bin", "a.vds", "--dtype", "int32", "--shape", "4,5,6"], 1).contains("already exists"));
+    assert!(!dir.join("b.vds").exists());
+}
+
+#[test]
+fn copy_rechunks_and_recompresses_in_bounded_memory() {
+    let dir = scratch("copy");
+    let (n0, n1, n2) = (384u64, 256u64, 256u64);
+    let src = dir.join("src.vds");
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("inline", n0))
+        .axis(Axis::new("crossline", n1))
+        .axis(Axis::new("time", n2))
+        .variable(VariableBuilder::new("amp", DType::Float32, &["inline", "crossline", "time"]).chunk(&[32, 32, 32]).codec(Codec::NONE))
+        .attribute("survey", "copy")
+        .create(&src)
+        .unwrap();
+    let data: Vec<f32> = (0..n0 * n1 * n2).map(|i| ((i % 1013) as f32 * 0.37).sin()).collect();
+    ds.write("amp", &Region::full(&[n0, n1, n2]).unwrap(), Order::C, &data).unwrap();
+    ds.close().unwrap();
+    // 96 MiB of data moved in 1 MiB blocks: the copy's peak memory stays far
+    // below the data. Python runs the copy and reports its children's peak
+    // resident memory (a child spawned by this test would inherit the test's).
+    let report = python(
+        &dir,
+        &format!(
+            r#"
+import os, resource, subprocess
+env = dict(os.environ, VDS_BLOCK_BYTES=str(1 << 20))
+env.pop("VDS_PROGRESS", None)
+r = subprocess.run(["{}", "copy", "src.vds", "dst.vds", "--chunk", "8,64,256", "--codec", "deflate:3"], env=env, capture_output=True)
+assert r.returncode == 0, r.stderr
+assert r.stderr == b"", "no progress bar when standard error is not a terminal: %r" % r.stderr
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"#,
+            env!("CARGO_BIN_EXE_vds")
+        ),
+    );
+    let rss_kib: u64 = report.trim().parse().unwrap();
+    let ds = Dataset::open(dir.join("dst.vds")).unwrap();
+    assert_eq!(ds.variables()[0].chunk_shape(), &[8, 64, 256]);
+    assert_eq!(ds.attributes()["survey"], "copy");
+    let got: Vec<f32> = ds.read_vec("amp", &Region::full(&[n0, n1, n2]).unwrap(), Order::C).unwrap();
+    assert!(got == data, "the copy differs from the source");
+    assert!(rss_kib < 40 * 1024, "copying 96 MiB in 1 MiB blocks peaked at {rss_kib} KiB");
+    eprintln!("copy of 96 MiB in 1 MiB blocks: peak resident memory {rss_kib} KiB");
+    assert!(fails(&dir, &["copy", "src.vds", "dst2.vds", "--chunk", "nope=1,2,3"], 2).contains("variable \"nope\""));
+    assert!(fails(&dir, &["copy", "src.vds", "dst2.vds", "--codec", "zstd"], 2).contains("expected none, deflate"));
+}
+
+#[test]
+fn ctrl_c_leaves_no_destination_behind() {
+    let dir = scratch("interrupt");
+    let src = dir.join("src.vds");
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("x", 1024))
+        .axis(Axis::new("y", 8192))
+        .variable(VariableBuilder::new("v", DType::Float64, &["x", "y"]).chunk(&[16, 8192]).codec(Codec::NONE))
+        .create(&src)
+        .unwrap();
+    let data: Vec<f64> = (0..1024 * 8192).map(|i| (f64::from(i) * 0.001).sin()).collect();
+    ds.write("v", &Region::full(&[1024, 8192]).unwrap(), Order::C, &data).unwrap();
+    ds.close().unwrap();
+    // Deflate level 9 in one-chunk blocks makes the copy take seconds; the
+    // interrupt comes once the progress bar shows the copy under way.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vds"))
+        .args(["copy", "src.vds", "dst.vds", "--codec", "deflate:9"])
+        .env("VDS_BLOCK_BYTES", "1")
+        .env("VDS_PROGRESS", "always")
+        .current_dir(&dir)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let mut first = [0u8; 16];
+    std::io::Read::read_exact(&mut err, &mut first).unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("copying"), "{:?}", String::from_utf8_lossy(&first));
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{rest}");
+    assert!(rest.contains("interrupted; dst.vds was not written"), "{rest}");
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(left, ["src.vds"], "only the source remains");
+}
+
+#[test]
+fn usage_errors_and_help() {
+    let dir = scratch("usage");
+    assert!(fails(&dir, &[], 2).contains("Commands:"));
+    assert!(fails(&dir, &["frobnicate"], 2).contains("unknown command \"frobnicate\""));
+    assert!(ok(&dir, &["--help"]).contains("vds <command>"));
+    assert!(ok(&dir, &["--version"]).contains("file format 1.0"));
+    for cmd in ["info", "dump", "verify", "slice", "import", "export", "copy"] {
+        let help = ok(&dir, &[cmd, "--help"]);
+        assert!(help.contains(&format!("Usage: vds {cmd}")) && help.contains("Example:"), "{cmd}: {help}");
+        assert!(fails(&dir, &[cmd, "--bogus"], 2).contains(&format!("vds {cmd}: unknown option --bogus")));
+    }
+    assert!(fails(&dir, &["info"], 2).contains("missing arguments"));
+    assert!(fails(&dir, &["info", "a", "b"], 2).contains("unexpected argument \"b\""));
+    assert!(fails(&dir, &["dump", "a", "v", "--region"], 2).contains("--region needs a value"));
+    assert!(fails(&dir, &["info", "a", "--json=yes"], 2).contains("--json takes no value"));
+    assert!(fails(&dir, &["import", "x.npy", "y.vds"], 1).contains("x.npy"));
+    std::fs::write(dir.join("bad.npy"), b"\x93NUMPY\x01\x00\x10\x00{'descr': '<c8'}     \n").unwrap();
+    assert!(fails(&dir, &["import", "bad.npy", "y.vds"], 1).contains("not a valid .npy file"));
+    std::fs::write(dir.join("bad.ds"), b"ds-1.0\n{\"x\": {\".dims\": [\"a\"], \".size\": [100], \".type\": \"int32\", \".len\": 400}}\n")
+        .unwrap();
+    assert!(fails(&dir, &["import", "bad.ds", "y.vds"], 1).contains("run past the end of the file"));
+    assert!(!dir.join("y.vds").exists());
+}
