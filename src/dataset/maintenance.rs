@@ -98,6 +98,15 @@ impl Dataset {
     /// Only for failures that stop the check itself (for example the file
     /// cannot be read at all); damage is reported in the [`VerifyReport`].
     pub fn verify(&self) -> Result<VerifyReport> {
+        self.verify_with_progress(&mut |_, _| {})
+    }
+
+    /// [`Dataset::verify`], calling `progress(done, total)` after each index
+    /// entry is checked (`total` is the number of entries), for progress bars.
+    ///
+    /// # Errors
+    /// As [`Dataset::verify`].
+    pub fn verify_with_progress(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<VerifyReport> {
         let storage = &*self.storage;
         let c = &self.commit;
         let mut problems = Vec::new();
@@ -134,7 +143,8 @@ impl Dataset {
         }
         let space = self.space_of(pages.len() as u64, &entries);
         let mut buf = Vec::new();
-        for (key, entry) in &entries {
+        for (done, (key, entry)) in entries.iter().enumerate() {
+            progress(done as u64 + 1, entries.len() as u64);
             let Some((v, coords)) = self.check_key(key, &mut note) else { continue };
             let var = &self.vars[v];
             match *entry {

@@ -2,7 +2,7 @@
 
 use crate::args::{Args, Spec};
 use crate::convert::open;
-use crate::util::{at, buffer, count, out, size, value_text, Fail};
+use crate::util::{at, buffer, count, out, size, value_text, Fail, Progress};
 use vds::serde_json::{json, Value};
 use vds::{Compression, Dataset, Order, Region, Variable};
 
@@ -60,18 +60,18 @@ pub static VERIFY: Spec = Spec {
     help: "\
 vds verify: check every checksum and structure of a container
 
-Usage: vds verify FILE
+Usage: vds verify FILE [-q]
 
 Reads the descriptor, every index page and every chunk of the current commit,
 checks each checksum and decodes each chunk, and prints each problem with
 where it is. Exit status: 0 when intact, 1 on damage or when the file cannot
-be opened.
+be opened. A progress bar shows on a terminal unless -q.
 
 Example:
   vds verify target/demo.vds
 ",
     values: &[],
-    flags: &[],
+    flags: &["quiet"],
     positional: (1, 1),
 };
 
@@ -356,7 +356,14 @@ pub fn dump(args: &Args) -> Result<(), Fail> {
 pub fn verify(args: &Args) -> Result<(), Fail> {
     let path = &args.positional[0];
     let ds = open(path)?;
-    let r = ds.verify().map_err(at(path))?;
+    let mut progress = Progress::items(&format!("verifying {path}"), 0, args.flag("quiet"));
+    let r = ds
+        .verify_with_progress(&mut |done, total| {
+            progress.total = total.max(1);
+            progress.set(done);
+        })
+        .map_err(at(path))?;
+    progress.finish();
     let mut text = String::new();
     for p in &r.problems {
         text += &format!("{path}: {p}\n");

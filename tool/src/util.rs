@@ -145,7 +145,9 @@ impl Drop for Destination {
 /// second, and at most ten times a second.
 pub struct Progress {
     label: String,
-    total: u64,
+    /// Bytes (shown as a rate in bytes per second) or, when false, items.
+    bytes: bool,
+    pub total: u64,
     done: u64,
     start: Instant,
     last: Option<Instant>,
@@ -156,15 +158,29 @@ pub struct Progress {
 impl Progress {
     /// A bar for `total` bytes of work.
     pub fn new(label: &str, total: u64, quiet: bool) -> Progress {
+        Progress::with_unit(label, total, quiet, true)
+    }
+
+    /// A bar for `total` items (chunks) of work.
+    pub fn items(label: &str, total: u64, quiet: bool) -> Progress {
+        Progress::with_unit(label, total, quiet, false)
+    }
+
+    fn with_unit(label: &str, total: u64, quiet: bool, bytes: bool) -> Progress {
         let forced = std::env::var("VDS_PROGRESS").is_ok_and(|v| v == "always");
         let enabled = !quiet && (forced || std::io::stderr().is_terminal());
         let delay = if forced { Duration::ZERO } else { Duration::from_secs(1) };
-        Progress { label: label.to_string(), total: total.max(1), done: 0, start: Instant::now(), last: None, enabled, delay }
+        Progress { label: label.to_string(), bytes, total: total.max(1), done: 0, start: Instant::now(), last: None, enabled, delay }
     }
 
-    /// Records `n` more bytes done.
+    /// Records `n` more bytes (or items) done.
     pub fn add(&mut self, n: u64) {
-        self.done = (self.done + n).min(self.total);
+        self.set(self.done + n);
+    }
+
+    /// Records that `done` bytes (or items) are done.
+    pub fn set(&mut self, done: u64) {
+        self.done = done.min(self.total);
         if !self.enabled || self.start.elapsed() < self.delay || self.last.is_some_and(|t| t.elapsed() < Duration::from_millis(100)) {
             return;
         }
@@ -181,7 +197,7 @@ impl Progress {
             "#".repeat(filled),
             " ".repeat(width - filled),
             frac * 100.0,
-            size(rate as u64),
+            if self.bytes { size(rate as u64) } else { format!("{rate:.0} chunks") },
             eta
         );
     }

@@ -288,6 +288,10 @@ fn verify_finds_damage_and_says_where() {
     let dir = scratch("verify");
     let (path, _) = known(&dir);
     let p = path.to_str().unwrap();
+    // A progress bar only when asked for (standard error is not a terminal here).
+    assert!(vds_in(&dir, &["verify", p]).stderr.is_empty());
+    let shown = Command::new(env!("CARGO_BIN_EXE_vds")).args(["verify", p]).env("VDS_PROGRESS", "always").output().unwrap();
+    assert!(String::from_utf8_lossy(&shown.stderr).contains("\rverifying"), "{shown:?}");
     let text = ok(&dir, &["verify", p]);
     assert!(text.contains("intact (commit 2, 4 chunks and 1 index pages checked"), "{text}");
     // Flip a byte inside the first stored chunk (the body starts after the head and both slots).
@@ -501,4 +505,45 @@ fn usage_errors_and_help() {
         .unwrap();
     assert!(fails(&dir, &["import", "bad.ds", "y.vds"], 1).contains("run past the end of the file"));
     assert!(!dir.join("y.vds").exists());
+}
+
+#[test]
+fn damaged_inputs_are_errors_never_crashes() {
+    let dir = scratch("hostile");
+    // Every prefix and a flipped byte at every position of a .npy and a .ds
+    // file (sampled with a stride): each import succeeds or fails with one
+    // line, never a panic (vds_in checks), and a failure leaves nothing.
+    for (name, stride) in [("float32_3d.npy", 5), ("mixed.ds", 7)] {
+        let bytes = std::fs::read(fixture(name)).unwrap();
+        let ext = name.rsplit('.').next().unwrap();
+        let mut cases: Vec<Vec<u8>> = (0..bytes.len()).step_by(stride).map(|n| bytes[..n].to_vec()).collect();
+        for i in (0..bytes.len().min(2000)).step_by(stride) {
+            let mut b = bytes.clone();
+            b[i] ^= 0x5a;
+            cases.push(b);
+        }
+        let mut failed = 0;
+        for (k, case) in cases.iter().enumerate() {
+            let input = format!("in{k}.{ext}");
+            std::fs::write(dir.join(&input), case).unwrap();
+            let mut args = vec!["import", &input, "out.vds", "--force"];
+            if ext == "npy" {
+                args.extend(["--name", "v"]);
+            }
+            let out = vds_in(&dir, &args);
+            match out.status.code() {
+                Some(0) => {}
+                Some(1) => {
+                    failed += 1;
+                    assert!(String::from_utf8_lossy(&out.stderr).contains(&input), "the error names the file");
+                }
+                code => panic!("import of case {k} of {name} ended with {code:?}"),
+            }
+            std::fs::remove_file(dir.join(&input)).unwrap();
+        }
+        assert!(failed > cases.len() / 3, "{name}: only {failed} of {} damaged inputs were refused", cases.len());
+    }
+    let left: Vec<_> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).filter(|n| n.starts_with('.')).collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
 }
