@@ -575,7 +575,7 @@ static void test_damaged_files(const char *path) {
     write_file(path_in("junk.vds"), junk, sizeof junk);
     EXPECT(vds_open(path_in("junk.vds"), VDS_OPEN_READ, &ds), VDS_ERR_CORRUPT, "not a libvds container");
     flip_copy(path, path_in("v5.vds"), 4); /* '1' ^ 4 = '5' */
-    EXPECT(vds_open(path_in("v5.vds"), VDS_OPEN_READ, &ds), VDS_ERR_UNSUPPORTED_VERSION, "version 5.0 is not supported");
+    EXPECT(vds_open(path_in("v5.vds"), VDS_OPEN_READ, &ds), VDS_ERR_UNSUPPORTED_VERSION, "version 5.1 is not supported");
 }
 
 /* A failing call from a thread-specific-data destructor, when the thread's

@@ -7,8 +7,9 @@ use crate::commit::{build_head, choose_slot, CommitSlot, SLOT_SIZE};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::index::{self, Entry, Key, PageReader, PageWriter, DEFAULT_PAGE};
 use crate::spec::{
-    check_name, check_slot_name, version_line, Axis, AxisJson, Codec, CodecJson, DType, DescriptorJson, FeaturesJson, Scalar, SlotJson,
-    Variable, VariableJson, FORMAT_MAJOR, FORMAT_MINOR, MAX_DESCRIPTOR_BYTES,
+    check_name, check_slot_name, version_line, Axis, AxisJson, Codec, CodecJson, DType, DescriptorJson, FeaturesJson, LodJson, LodMethod,
+    PartitioningJson, Scalar, SlotJson, Variable, VariableJson, FEATURE_LOD, FEATURE_PARTITIONINGS, FORMAT_MAJOR, FORMAT_MINOR,
+    MAX_DESCRIPTOR_BYTES,
 };
 use crate::storage::{FileStorage, Storage};
 use crate::wire::{self, crc32};
@@ -18,6 +19,7 @@ use std::fs::{File, OpenOptions as FsOpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+mod layers;
 mod maintenance;
 pub use maintenance::{CompactReport, Recovery, Space, VerifyReport};
 
@@ -159,6 +161,8 @@ pub struct VariableBuilder {
     fill: Scalar,
     codec: Codec,
     attributes: Map<String, Value>,
+    lod: Option<(u8, Vec<String>, LodMethod)>,
+    partitionings: Vec<Vec<u64>>,
 }
 
 impl VariableBuilder {
@@ -174,6 +178,8 @@ impl VariableBuilder {
             fill: if dtype == DType::Bool { Scalar::Bool(false) } else { Scalar::UInt(0) },
             codec: Codec::NONE,
             attributes: Map::new(),
+            lod: None,
+            partitionings: Vec::new(),
         }
     }
     /// The element type given to [`VariableBuilder::new`].
@@ -210,6 +216,25 @@ impl VariableBuilder {
         self
     }
 
+    /// Keeps `levels` levels of detail (1 to [`MAX_LODS`](crate::MAX_LODS);
+    /// level 0 is the data): level k halves each of the named axes k times
+    /// (ceil(n / 2^k) samples; no names: every axis). They are computed from
+    /// level 0 by `method` at each commit, for the chunks that changed.
+    pub fn levels_of_detail(&mut self, levels: u8, axes: &[&str], method: LodMethod) -> &mut VariableBuilder {
+        let axes = if axes.is_empty() { self.axes.clone() } else { axes.iter().map(|a| (*a).to_string()).collect() };
+        self.lod = Some((levels, axes, method));
+        self
+    }
+    /// Stores the data a second (third, ...) time in chunks of `chunk`:
+    /// for instance 2-D tiles `[1, 256, 256]` next to bricks `[64, 64, 64]`,
+    /// so that a slice across the tiles' plane reads one tile layer. Every
+    /// write goes to the first partitioning; the others (at every level of
+    /// detail) are brought up to date at commit.
+    pub fn partitioning(&mut self, chunk: &[u64]) -> &mut VariableBuilder {
+        self.partitionings.push(chunk.to_vec());
+        self
+    }
+
     fn to_json(&self, axes: &[Axis]) -> Result<VariableJson> {
         let chunk = match &self.chunk {
             Some(c) => c.clone(),
@@ -232,6 +257,13 @@ impl VariableBuilder {
             fill: self.fill.to_json(),
             codec: CodecJson::from_codec(self.codec),
             attributes: self.attributes.clone(),
+            lod: self.lod.as_ref().filter(|l| l.0 > 1).map(|(levels, axes, method)| LodJson {
+                levels: *levels,
+                axes: axes.clone(),
+                method: method.name().into(),
+                extra: Map::new(),
+            }),
+            partitionings: self.partitionings.iter().map(|c| PartitioningJson { chunk: c.clone(), extra: Map::new() }).collect(),
             extra: Map::new(),
         })
     }
@@ -323,10 +355,19 @@ impl DatasetBuilder {
             })
             .collect();
         let variables = self.variables.iter().map(|v| v.to_json(&self.axes)).collect::<Result<Vec<_>>>()?;
+        // Readers that do not know levels of detail or partitionings read
+        // level 0 of the first partitioning correctly, but must not write.
+        let mut features = FeaturesJson::default();
+        if variables.iter().any(|v| v.lod.is_some()) {
+            features.ro_compat.push(FEATURE_LOD.into());
+        }
+        if variables.iter().any(|v| !v.partitionings.is_empty()) {
+            features.ro_compat.push(FEATURE_PARTITIONINGS.into());
+        }
         let d = DescriptorJson {
             format: "vds".into(),
             version: [FORMAT_MAJOR, FORMAT_MINOR],
-            features: FeaturesJson::default(),
+            features,
             axes: axes_json,
             variables,
             slots: self.slots.iter().map(|s| SlotJson { name: s.clone(), extra: Map::new() }).collect(),
@@ -467,6 +508,9 @@ pub struct Dataset {
     reader: PageReader,
     // Writer state.
     pending: BTreeMap<Key, Entry>,
+    /// Regions of level 0 written since the last commit, per variable with
+    /// more than one layer: the other layers are updated from them at commit.
+    dirty: Vec<(usize, layers::Bounds)>,
     desc_dirty: bool,
     /// Next free byte of the container.
     end: u64,
@@ -479,6 +523,8 @@ pub struct Dataset {
     /// Whether external-file slot names may leave the container's directory.
     allow_external_paths: bool,
     cache: Mutex<ChunkCache>,
+    /// Stored chunk bytes read from files (not from the cache) since open.
+    bytes_read: std::sync::atomic::AtomicU64,
 }
 
 /// The default of [`Dataset::set_cache_size`]: 64 MiB.
@@ -585,6 +631,7 @@ impl Dataset {
             end: snap.commit.file_len,
             commit: snap.commit,
             pending: BTreeMap::new(),
+            dirty: Vec::new(),
             desc_dirty: false,
             slot_ends: vec![None; nslots],
             policy: SlotPolicy::Fixed(0),
@@ -593,6 +640,7 @@ impl Dataset {
             memory_limit: DEFAULT_MEMORY_LIMIT,
             allow_external_paths: false,
             cache: Mutex::new(ChunkCache::new(DEFAULT_CACHE_BYTES as usize)),
+            bytes_read: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -623,6 +671,12 @@ impl Dataset {
         self.end = snap.commit.file_len;
         self.commit = snap.commit;
         Ok(true)
+    }
+
+    /// The format version of the file's descriptor (`[major, minor]`): the
+    /// version that created it, kept when later versions modify it.
+    pub fn format_version(&self) -> [u16; 2] {
+        self.desc.version
     }
 
     /// The dataset's axes.
@@ -806,8 +860,7 @@ impl Dataset {
     }
 
     /// Checks a region and buffer length; returns the region's element count.
-    fn check_request(&self, v: usize, region: &Region, bytes: usize) -> Result<usize> {
-        let var = &self.vars[v];
+    fn check_request(&self, var: &Variable, region: &Region, bytes: usize) -> Result<usize> {
         let n = region.check_within(&var.shape, &format!("variable {:?}", var.name))?;
         let need = wire::mul(n, var.esize() as u64, "region byte size")?;
         if (bytes as u64) < need {
@@ -829,21 +882,26 @@ impl Dataset {
     /// As [`Dataset::read`], without `TypeMismatch`.
     pub fn read_bytes(&self, var: impl VarRef, region: &Region, order: Order, out: &mut [u8]) -> Result<()> {
         let v = var.index_in(self)?;
-        if self.check_request(v, region, out.len())? == 0 {
+        let layer = self.choose_layer(v, 0, None, region)?;
+        self.read_layer(layer, region, order, out)
+    }
+
+    /// Reads a region of one stored layer (its level's coordinates).
+    fn read_layer(&self, var: &Variable, region: &Region, order: Order, out: &mut [u8]) -> Result<()> {
+        if self.check_request(var, region, out.len())? == 0 {
             return Ok(());
         }
-        let var = &self.vars[v];
         let esize = var.esize();
         // Fill and constant chunks are written at once; stored ones are gathered
         // so that those not in the cache can be decoded on several cores.
         let mut stored: Vec<(Vec<u64>, ChunkPlan, Entry)> = Vec::new();
         for_each_chunk(var, region, order, |coords, plan| {
-            match self.entry(&chunk_key(v, coords))? {
+            match self.entry(&chunk_key(var, coords))? {
                 None | Some(Entry::Fill) => fill_block(&plan.dst_spans(), &var.fill[..esize], out, plan.dst0),
                 Some(Entry::Constant { value }) => {
                     fill_block(&plan.dst_spans(), &constant_native(var, &value, coords)?[..esize], out, plan.dst0);
                 }
-                Some(e) if self.read_direct(v, coords, plan, e, out)? => {}
+                Some(e) if self.read_direct(var, coords, plan, e, out)? => {}
                 Some(e) => stored.push((coords.to_vec(), plan.clone(), e)),
             }
             Ok(())
@@ -855,20 +913,19 @@ impl Dataset {
         let workers = if uncached * var.chunk_elems * esize < PARALLEL_MIN_BYTES { 1 } else { cores().min(uncached) };
         if workers < 2 {
             for (coords, plan, e) in &stored {
-                let data = self.chunk_data(v, coords, *e)?;
+                let data = self.chunk_data(var, coords, *e)?;
                 copy_block(&plan.spans, esize, &data, plan.src0, out, plan.dst0);
             }
             return Ok(());
         }
-        self.decode_parallel(v, &stored, workers, |plan, data| copy_block(&plan.spans, esize, data, plan.src0, out, plan.dst0))
+        self.decode_parallel(var, &stored, workers, |plan, data| copy_block(&plan.spans, esize, data, plan.src0, out, plan.dst0))
     }
 
     /// Reads an uncompressed chunk straight into the caller's buffer when the
     /// whole chunk is one contiguous run there (e.g. a brick read that is
     /// exactly one chunk), checking its CRC32 in place: no intermediate copy.
     /// Returns whether it did.
-    fn read_direct(&self, v: usize, coords: &[u64], plan: &ChunkPlan, entry: Entry, out: &mut [u8]) -> Result<bool> {
-        let var = &self.vars[v];
+    fn read_direct(&self, var: &Variable, coords: &[u64], plan: &ChunkPlan, entry: Entry, out: &mut [u8]) -> Result<bool> {
         let Entry::Stored { codec: codec::CODEC_NONE, slot, offset, length, crc } = entry else { return Ok(false) };
         let bytes = var.chunk_elems * var.esize();
         // The stored form is the memory form only for multi-byte little-endian or byte data, not for bits.
@@ -891,6 +948,7 @@ impl Dataset {
         }
         let dst = &mut out[plan.dst0 * var.esize()..plan.dst0 * var.esize() + bytes];
         storage.read_at(offset, dst).map_err(|e| Error::io(format!("reading chunk {coords:?} of variable {:?}", var.name), e))?;
+        self.count_read(length);
         let computed = crc32(dst);
         if computed != crc {
             return Err(Error::corrupt(
@@ -908,7 +966,7 @@ impl Dataset {
     /// bounded: at most two chunks per worker wait to be taken.
     fn decode_parallel(
         &self,
-        v: usize,
+        var: &Variable,
         stored: &[(Vec<u64>, ChunkPlan, Entry)],
         workers: usize,
         mut take: impl FnMut(&ChunkPlan, &[u8]),
@@ -917,7 +975,7 @@ impl Dataset {
             stored.len(),
             workers,
             || (),
-            |(), i| self.chunk_data(v, &stored[i].0, stored[i].2),
+            |(), i| self.chunk_data(var, &stored[i].0, stored[i].2),
             |i, data| {
                 take(&stored[i].1, &data);
                 Ok(())
@@ -933,10 +991,17 @@ impl Dataset {
     pub fn write_bytes(&mut self, var: impl VarRef, region: &Region, order: Order, data: &[u8]) -> Result<()> {
         let v = var.index_in(self)?;
         self.check_writable()?;
-        if self.check_request(v, region, data.len())? == 0 {
+        let var = self.vars[v].layers[0].clone();
+        self.write_layer(&var, region, order, data)?;
+        self.mark_dirty(v, region);
+        Ok(())
+    }
+
+    /// Writes a region of one stored layer.
+    fn write_layer(&mut self, var: &Variable, region: &Region, order: Order, data: &[u8]) -> Result<()> {
+        if self.check_request(var, region, data.len())? == 0 {
             return Ok(());
         }
-        let var = self.vars[v].clone();
         let esize = var.esize();
         let what = format!("a chunk of variable {:?}", var.name);
         let mut buf = Vec::new();
@@ -945,25 +1010,25 @@ impl Dataset {
         // gathered and encoded on several cores. The others are read,
         // updated and rewritten here, one by one.
         let mut full: Vec<(Vec<u64>, ChunkPlan)> = Vec::new();
-        let result = for_each_chunk(&var, region, order, |coords, plan| {
+        let result = for_each_chunk(var, region, order, |coords, plan| {
             if plan.covers_chunk {
                 full.push((coords.to_vec(), plan.clone()));
                 return Ok(());
             }
-            self.load_chunk(v, coords, &mut buf)?;
-            gather(&var, plan, data, &mut buf);
-            let entry = self.store_prepared(&var, prepare(&var, coords, &buf))?;
-            self.pending.insert(chunk_key(v, coords), entry);
+            self.load_chunk(var, coords, &mut buf)?;
+            gather(var, plan, data, &mut buf);
+            let entry = self.store_prepared(var, prepare(var, coords, &buf))?;
+            self.pending.insert(chunk_key(var, coords), entry);
             Ok(())
         })
         .and_then(|()| {
             let workers = if full.len() * var.chunk_elems * esize < PARALLEL_MIN_BYTES { 1 } else { cores().min(full.len()) };
             if workers < 2 {
                 for (coords, plan) in &full {
-                    fill_chunk(&var, &var.fill, &mut buf);
-                    gather(&var, plan, data, &mut buf);
-                    let entry = self.store_prepared(&var, prepare(&var, coords, &buf))?;
-                    self.pending.insert(chunk_key(v, coords), entry);
+                    fill_chunk(var, &var.fill, &mut buf);
+                    gather(var, plan, data, &mut buf);
+                    let entry = self.store_prepared(var, prepare(var, coords, &buf))?;
+                    self.pending.insert(chunk_key(var, coords), entry);
                 }
                 return Ok(());
             }
@@ -971,7 +1036,7 @@ impl Dataset {
             if (workers * var.chunk_elems * esize) as u64 > self.memory_limit {
                 return Err(Error::new(ErrorKind::OutOfMemory, format!("{workers} buffers for {what} exceed the memory limit")));
             }
-            self.encode_parallel(v, &var, &full, data, workers)
+            self.encode_parallel(var, &full, data, workers)
         });
         if let Err(e) = &result {
             if e.kind() == ErrorKind::Io {
@@ -1015,7 +1080,7 @@ impl Dataset {
     }
 
     /// The decoded contents of a stored chunk, from the cache or the file.
-    fn chunk_data(&self, v: usize, coords: &[u64], entry: Entry) -> Result<Arc<Vec<u8>>> {
+    fn chunk_data(&self, var: &Variable, coords: &[u64], entry: Entry) -> Result<Arc<Vec<u8>>> {
         let Entry::Stored { codec, slot, offset, length, crc } = entry else {
             return Err(Error::new(ErrorKind::Internal, "chunk_data on an entry that is not stored"));
         };
@@ -1024,7 +1089,7 @@ impl Dataset {
             return Ok(c);
         }
         let mut buf = Vec::new();
-        self.load_stored(v, coords, codec, slot, offset, length, crc, &mut buf)?;
+        self.load_stored(var, coords, codec, slot, offset, length, crc, &mut buf)?;
         let data = Arc::new(buf);
         self.cache_lock().insert(id, data.clone());
         Ok(data)
@@ -1039,13 +1104,12 @@ impl Dataset {
     }
 
     /// The whole current contents of a chunk, in memory form.
-    fn load_chunk(&self, v: usize, coords: &[u64], buf: &mut Vec<u8>) -> Result<()> {
-        let var = &self.vars[v];
-        match self.entry(&chunk_key(v, coords))? {
+    fn load_chunk(&self, var: &Variable, coords: &[u64], buf: &mut Vec<u8>) -> Result<()> {
+        match self.entry(&chunk_key(var, coords))? {
             None | Some(Entry::Fill) => fill_chunk(var, &var.fill, buf),
             Some(Entry::Constant { value }) => fill_chunk(var, &constant_native(var, &value, coords)?, buf),
             Some(Entry::Stored { codec, slot, offset, length, crc }) => {
-                self.load_stored(v, coords, codec, slot, offset, length, crc, buf)?
+                self.load_stored(var, coords, codec, slot, offset, length, crc, buf)?
             }
         }
         Ok(())
@@ -1053,9 +1117,9 @@ impl Dataset {
 
     /// Reads, checks and decodes a stored chunk into `buf`.
     #[allow(clippy::too_many_arguments)]
-    fn load_stored(
+    pub(crate) fn load_stored(
         &self,
-        v: usize,
+        var: &Variable,
         coords: &[u64],
         codec: u8,
         slot: u16,
@@ -1064,7 +1128,6 @@ impl Dataset {
         crc: u32,
         buf: &mut Vec<u8>,
     ) -> Result<()> {
-        let var = &self.vars[v];
         let object = || format!("chunk {coords:?} of variable {:?}", var.name);
         let bad = |detail: String| Error::corrupt(object(), slot, offset, detail);
         // Everything the entry claims is checked before memory is allocated for
@@ -1104,6 +1167,7 @@ impl Dataset {
                 Error::io(format!("reading {}", object()), e)
             }
         })?;
+        self.count_read(length);
         let computed = crc32(target);
         if computed != crc {
             return Err(bad(format!("CRC32 mismatch (stored {crc:#010x}, computed {computed:#010x})")));
@@ -1112,6 +1176,17 @@ impl Dataset {
             return Ok(());
         }
         codec::decode(var.dtype, codec, &stored, buf).map_err(bad)
+    }
+
+    fn count_read(&self, length: u32) {
+        self.bytes_read.fetch_add(u64::from(length), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Stored chunk bytes this handle has read from its files (chunks found
+    /// in the chunk cache do not count) since it was opened: what reads
+    /// cost in I/O, for comparing layouts.
+    pub fn stored_bytes_read(&self) -> u64 {
+        self.bytes_read.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether a stored chunk's bytes lie inside the data of their file: for
@@ -1173,7 +1248,7 @@ impl Dataset {
     /// Gathers and encodes fully covered chunks on `workers` threads while
     /// this thread appends them to the file. At most two encoded chunks per
     /// worker wait to be written.
-    fn encode_parallel(&mut self, v: usize, var: &Variable, full: &[(Vec<u64>, ChunkPlan)], data: &[u8], workers: usize) -> Result<()> {
+    fn encode_parallel(&mut self, var: &Variable, full: &[(Vec<u64>, ChunkPlan)], data: &[u8], workers: usize) -> Result<()> {
         pipeline(
             full.len(),
             workers,
@@ -1186,7 +1261,7 @@ impl Dataset {
             },
             |i, prepared| {
                 let entry = self.store_prepared(var, prepared)?;
-                self.pending.insert(chunk_key(v, &full[i].0), entry);
+                self.pending.insert(chunk_key(var, &full[i].0), entry);
                 Ok(())
             },
         )
@@ -1249,6 +1324,7 @@ impl Dataset {
     /// further writes (`Poisoned`); the file stays at its last commit.
     pub fn commit(&mut self) -> Result<()> {
         self.check_writable()?;
+        self.update_layers()?;
         if self.pending.is_empty() && !self.desc_dirty {
             return Ok(());
         }
@@ -1355,6 +1431,7 @@ impl Dataset {
             return Ok(());
         }
         self.pending.clear();
+        self.dirty.clear();
         // Later chunks may be written where the discarded ones were: forget those.
         self.cache_lock().clear();
         self.end = self.commit.file_len;
@@ -1417,7 +1494,9 @@ impl Dataset {
                 Entry::Stored { length, .. } => {
                     s.stored_chunks += 1;
                     s.stored_bytes += u64::from(*length);
-                    if let Some(var) = self.vars.get((key.layer >> 16) as usize) {
+                    if let Some(var) =
+                        self.vars.get((key.layer >> 16) as usize).and_then(|v| v.layer((key.layer >> 8) as u8, key.layer as u8))
+                    {
                         s.raw_bytes += codec::raw_len(var.dtype, var.chunk_elems) as u64;
                     }
                 }
@@ -1632,13 +1711,13 @@ fn check_constant(var: &Variable, value: &[u8; 8], coords: &[u64]) -> Result<()>
     Ok(())
 }
 
-fn chunk_key(v: usize, coords: &[u64]) -> Key {
+fn chunk_key(var: &Variable, coords: &[u64]) -> Key {
     let mut c = [0u32; 8];
     for (d, &x) in coords.iter().enumerate() {
         // Chunk coordinates are below the grid extent, which validation keeps under 2^32.
         c[d] = x as u32;
     }
-    Key { layer: Key::layer_of(v), coords: c }
+    Key { layer: Key::layer_of(var.index) | u32::from(var.layer_id), coords: c }
 }
 
 /// The spans of a chunk's valid part (inside the variable's extent), for the chunk in memory.

@@ -15,7 +15,7 @@ pub const MAGIC: &[u8] = b"VDS ";
 /// The major version this library writes and reads. A file with another major version is refused.
 pub const FORMAT_MAJOR: u16 = 1;
 /// The minor version this library writes. Files of any minor version of major 1 are read.
-pub const FORMAT_MINOR: u16 = 0;
+pub const FORMAT_MINOR: u16 = 1;
 /// The most axes a dataset may have (the chunk key holds this many coordinates).
 pub const MAX_DIMS: usize = 8;
 /// The largest uncompressed chunk, in bytes (256 MiB).
@@ -25,7 +25,7 @@ pub const MAX_VARIABLES: usize = 65_535;
 /// The longest descriptor accepted, in bytes (64 MiB).
 pub const MAX_DESCRIPTOR_BYTES: u64 = 64 << 20;
 
-/// The version line, "VDS 1.0\n".
+/// The version line, "VDS 1.1\n".
 pub(crate) fn version_line() -> String {
     format!("VDS {FORMAT_MAJOR}.{FORMAT_MINOR}\n")
 }
@@ -377,8 +377,18 @@ pub(crate) struct FeaturesJson {
     pub extra: Map<String, Value>,
 }
 
-/// Feature names this library knows. Format 1.0 defines none.
-pub(crate) const KNOWN_FEATURES: &[&str] = &[];
+/// Feature names this library knows (SPEC.md section 3.4).
+pub(crate) const KNOWN_FEATURES: &[&str] = &[FEATURE_LOD, FEATURE_PARTITIONINGS];
+/// A variable has levels of detail (read-only compatible: a reader that does
+/// not know them reads level 0, but must not write, or the levels go stale).
+pub(crate) const FEATURE_LOD: &str = "levels_of_detail";
+/// A variable is stored in more than one partitioning (read-only
+/// compatible, for the same reason).
+pub(crate) const FEATURE_PARTITIONINGS: &str = "partitionings";
+/// Most levels of detail of a variable.
+pub const MAX_LODS: u8 = 16;
+/// Most partitionings of a variable (the first is its own chunk shape).
+pub const MAX_PARTITIONINGS: usize = 8;
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub(crate) struct AxisJson {
@@ -404,6 +414,30 @@ pub(crate) struct VariableJson {
     pub codec: CodecJson,
     #[serde(default)]
     pub attributes: Map<String, Value>,
+    /// Levels of detail (format 1.1, feature "levels_of_detail").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lod: Option<LodJson>,
+    /// Further partitionings of the same data (format 1.1, feature "partitionings").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partitionings: Vec<PartitioningJson>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `"lod": {"levels": 3, "axes": ["inline", "crossline", "time"], "method": "average"}`
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub(crate) struct LodJson {
+    pub levels: u8,
+    pub axes: Vec<String>,
+    pub method: String,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `{"chunk": [1, 256, 256]}`: one more partitioning of a variable.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub(crate) struct PartitioningJson {
+    pub chunk: Vec<u64>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -517,6 +551,68 @@ pub struct Variable {
     pub(crate) codec: Codec,
     /// Elements per chunk.
     pub(crate) chunk_elems: usize,
+    /// Levels of detail, 1 or more (level 0 is the data itself).
+    pub(crate) lods: u8,
+    /// Per axis of the variable: whether levels of detail halve it.
+    pub(crate) lod_axes: Vec<bool>,
+    pub(crate) lod_method: LodMethod,
+    /// Chunk shapes of every partitioning; the first is `chunk`.
+    pub(crate) parts: Vec<Vec<u64>>,
+    /// The stored layers, `lod * parts.len() + partitioning`, each with its
+    /// own shape, chunk shape and grid (empty inside a layer).
+    pub(crate) layers: Vec<Variable>,
+    /// This layer's `lod << 8 | partitioning` (0 for the variable itself).
+    pub(crate) layer_id: u16,
+    /// The variable's position in the dataset.
+    pub(crate) index: usize,
+}
+
+/// How a level of detail is computed from the level below it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LodMethod {
+    /// The mean of the (up to 2^d) values a sample covers; integers are
+    /// rounded to the nearest, halves away from zero. For continuous data.
+    Average,
+    /// The first of the values a sample covers (decimation). For discrete
+    /// data such as classes and masks.
+    Nearest,
+}
+
+impl LodMethod {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            LodMethod::Average => "average",
+            LodMethod::Nearest => "nearest",
+        }
+    }
+}
+
+/// The extent of `n` samples at level of detail `lod` along a halved axis.
+pub(crate) fn lod_extent(n: u64, lod: u8) -> u64 {
+    n.div_ceil(1u64 << lod)
+}
+
+impl Variable {
+    /// One stored layer of this variable: level of detail `lod` in
+    /// partitioning `part`, with that level's shape and that partitioning's chunks.
+    fn make_layer(&self, lod: u8, part: usize) -> Variable {
+        let shape: Vec<u64> = self.shape.iter().zip(&self.lod_axes).map(|(&n, &h)| if h { lod_extent(n, lod) } else { n }).collect();
+        let chunk = self.parts[part].clone();
+        let grid = shape.iter().zip(&chunk).map(|(&n, &c)| n.div_ceil(c)).collect();
+        let chunk_elems = chunk.iter().product::<u64>() as usize;
+        let name =
+            if lod == 0 && part == 0 { self.name.clone() } else { format!("{} (level of detail {lod}, partitioning {part})", self.name) };
+        Variable { name, shape, chunk, grid, chunk_elems, layers: Vec::new(), layer_id: u16::from(lod) << 8 | part as u16, ..self.clone() }
+    }
+
+    /// The stored layer `lod`, `part`, if it exists.
+    pub(crate) fn layer(&self, lod: u8, part: u8) -> Option<&Variable> {
+        if lod >= self.lods || usize::from(part) >= self.parts.len() {
+            return None;
+        }
+        self.layers.get(usize::from(lod) * self.parts.len() + usize::from(part))
+    }
 }
 
 impl Variable {
@@ -555,6 +651,41 @@ impl Variable {
     /// The codec new chunks are written with.
     pub fn codec(&self) -> Codec {
         self.codec
+    }
+    /// The number of levels of detail (1: level 0 only).
+    pub fn levels_of_detail(&self) -> u8 {
+        self.lods
+    }
+    /// The positions (among the variable's axes) that levels of detail halve.
+    pub fn lod_axes(&self) -> Vec<usize> {
+        self.lod_axes.iter().enumerate().filter(|(_, &h)| h).map(|(i, _)| i).collect()
+    }
+    /// How levels of detail are computed.
+    pub fn lod_method(&self) -> LodMethod {
+        self.lod_method
+    }
+    /// The shape at level of detail `lod`: each halved axis has
+    /// ceil(n / 2^lod) samples. `None` beyond the last level.
+    pub fn lod_shape(&self, lod: u8) -> Option<Vec<u64>> {
+        self.layer(lod, 0).map(|l| l.shape.clone())
+    }
+    /// The chunk shape of every partitioning; the first is [`Variable::chunk_shape`].
+    pub fn partitionings(&self) -> &[Vec<u64>] {
+        &self.parts
+    }
+    /// The name of a layer in the OpenVDS manner: `Dimensions_` and the
+    /// dimensions the partitioning's chunks extend along (OpenVDS numbers
+    /// dimensions fastest first, so the variable's last axis is 0), then
+    /// `LOD` and the level, e.g. `Dimensions_012LOD0` for bricks and
+    /// `Dimensions_01LOD0` for tiles across the two fastest axes. `prefix`
+    /// is prepended (the channel name, for channels other than the first).
+    pub fn layer_name(&self, lod: u8, partitioning: u8, prefix: &str) -> Option<String> {
+        let layer = self.layer(lod, partitioning)?;
+        let n = layer.chunk.len();
+        let mut dims: Vec<usize> = (0..n).filter(|&k| layer.chunk[k] > 1 || self.shape[k] == 1).map(|k| n - 1 - k).collect();
+        dims.sort_unstable();
+        let dims: String = dims.iter().map(|d| d.to_string()).collect();
+        Some(format!("{prefix}Dimensions_{dims}LOD{lod}"))
     }
     /// Bytes of one element in memory.
     pub(crate) fn esize(&self) -> usize {
@@ -692,7 +823,61 @@ impl DescriptorJson {
                 ErrorKind::UnsupportedFeature => Rule::Unsupported(e),
                 _ => Rule::Broken(e.message().trim_start_matches("invalid descriptor: ").to_string()),
             })?;
-            vars.push(Variable {
+            let (lods, lod_axes, lod_method) = match &v.lod {
+                None => (1, vec![false; ax.len()], LodMethod::Nearest),
+                Some(l) => {
+                    if l.levels == 0 || l.levels > MAX_LODS {
+                        return Err(format!("variable {:?}: {} levels of detail, expected 1 to {MAX_LODS}", v.name, l.levels).into());
+                    }
+                    let mut halved = vec![false; ax.len()];
+                    for a in &l.axes {
+                        let k = v
+                            .axes
+                            .iter()
+                            .position(|x| x == a)
+                            .ok_or_else(|| format!("variable {:?}: level-of-detail axis {a:?} is not one of its axes", v.name))?;
+                        if std::mem::replace(&mut halved[k], true) {
+                            return Err(format!("variable {:?}: level-of-detail axis {a:?} is listed twice", v.name).into());
+                        }
+                    }
+                    let method = match l.method.as_str() {
+                        "average" if dtype != DType::Bool => LodMethod::Average,
+                        "nearest" => LodMethod::Nearest,
+                        m => {
+                            return Err(format!(
+                                "variable {:?}: level-of-detail method {m:?} (expected \"average\", not for bool, or \"nearest\")",
+                                v.name
+                            )
+                            .into())
+                        }
+                    };
+                    (l.levels, halved, method)
+                }
+            };
+            if v.partitionings.len() + 1 > MAX_PARTITIONINGS {
+                return Err(
+                    format!("variable {:?}: {} partitionings, at most {MAX_PARTITIONINGS}", v.name, v.partitionings.len() + 1).into()
+                );
+            }
+            let mut parts = vec![v.chunk.clone()];
+            for p in &v.partitionings {
+                if p.chunk.len() != ax.len() || p.chunk.contains(&0) {
+                    return Err(format!(
+                        "variable {:?}: a partitioning needs a non-zero chunk extent for each of its {} axes",
+                        v.name,
+                        ax.len()
+                    )
+                    .into());
+                }
+                let bytes = wire::product(&p.chunk, "chunk element count")
+                    .map_err(|e| format!("variable {:?}: {e}", v.name))?
+                    .saturating_mul(dtype.size() as u64);
+                if bytes > MAX_CHUNK_BYTES || p.chunk.iter().zip(&shape).any(|(&c, &n)| n.div_ceil(c) > u64::from(u32::MAX)) {
+                    return Err(format!("variable {:?}: partitioning chunk {:?} is too large or too small", v.name, p.chunk).into());
+                }
+                parts.push(p.chunk.clone());
+            }
+            let mut var = Variable {
                 name: v.name.clone(),
                 unit: v.unit.clone(),
                 dtype,
@@ -704,7 +889,17 @@ impl DescriptorJson {
                 codec,
                 // Cannot fail: elems * size <= MAX_CHUNK_BYTES.
                 chunk_elems: elems as usize,
-            });
+                lods,
+                lod_axes,
+                lod_method,
+                parts,
+                layers: Vec::new(),
+                layer_id: 0,
+                index: i,
+            };
+            var.layers =
+                (0..lods).flat_map(|lod| (0..var.parts.len()).map(move |p| (lod, p))).map(|(lod, p)| var.make_layer(lod, p)).collect();
+            vars.push(var);
         }
         for (i, s) in self.slots.iter().enumerate() {
             // A builder's names must be confined; a file's are checked when a
@@ -750,8 +945,8 @@ mod tests {
     #[test]
     fn version_line_round_trip() {
         let line = version_line();
-        assert_eq!(line, "VDS 1.0\n");
-        assert_eq!(parse_version_line(line.trim_end().as_bytes()).unwrap(), (1, 0));
+        assert_eq!(line, "VDS 1.1\n");
+        assert_eq!(parse_version_line(line.trim_end().as_bytes()).unwrap(), (1, 1));
         assert_eq!(parse_version_line(b"VDS 1.7").unwrap(), (1, 7));
         assert_eq!(parse_version_line(b"VDS 2.0").unwrap_err().kind(), ErrorKind::UnsupportedVersion);
         assert_eq!(parse_version_line(b"HDF 1.0").unwrap_err().kind(), ErrorKind::Corrupt);

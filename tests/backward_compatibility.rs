@@ -1,5 +1,6 @@
 //! Files written by each released format version stay readable. The files in
-//! tests/data/v1/ were written by format 1.0 with the code in `generate`
+//! tests/data/v1/ were written by format 1.0 with the code in `generate`,
+//! those in tests/data/v1.1/ by format 1.1 with `generate_1_1`,
 //! below and are never rewritten: a change that breaks reading them breaks
 //! users' files. (`VDS_WRITE_GOLDEN=1 cargo test --test backward_compatibility`
 //! writes them, for a new format version's directory only.)
@@ -112,10 +113,108 @@ fn format_1_0_files_stay_readable() {
     if std::env::var_os("VDS_WRITE_GOLDEN").is_some() {
         std::fs::create_dir_all(DIR).unwrap();
         for (name, huge) in files {
-            generate(name, huge);
+            // Written once, by format 1.0; never again.
+            if !std::path::Path::new(DIR).join(name).exists() {
+                generate(name, huge);
+            }
         }
     }
     for (name, huge) in files {
         check(name, huge);
     }
+}
+
+const DIR_1_1: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v1.1");
+
+/// Format 1.1: levels of detail and partitionings (SPEC.md 3.7).
+fn generate_1_1(name: &str) {
+    let path = std::path::Path::new(DIR_1_1).join(name);
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("inline", 21))
+        .axis(Axis::new("crossline", 13))
+        .axis(Axis::new("time", 35).unit("ms"))
+        .variable(
+            VariableBuilder::new("amplitude", DType::Float32, &["inline", "crossline", "time"])
+                .chunk(&[8, 8, 8])
+                .codec(Codec::deflate(6))
+                .partitioning(&[1, 13, 35])
+                .partitioning(&[21, 13, 1])
+                .levels_of_detail(3, &["crossline", "time"], vds::LodMethod::Average),
+        )
+        .variable(VariableBuilder::new("class", DType::Int16, &["inline", "crossline"]).chunk(&[8, 8]).levels_of_detail(
+            2,
+            &[],
+            vds::LodMethod::Nearest,
+        ))
+        .attribute("created_by", "format 1.1 golden file")
+        .create(&path)
+        .unwrap();
+    let amp: Vec<f32> = (0..21 * 13 * 35).map(|x| amplitude(x / 455, (x / 35) % 13, x % 35)).collect();
+    ds.write("amplitude", &Region::full(&[21, 13, 35]).unwrap(), Order::C, &amp).unwrap();
+    let cls: Vec<i16> = (0..21 * 13).map(|x| class(x / 13, x % 13)).collect();
+    ds.write("class", &Region::full(&[21, 13]).unwrap(), Order::C, &cls).unwrap();
+    ds.close().unwrap();
+}
+
+fn check_1_1(name: &str) {
+    let path = std::path::Path::new(DIR_1_1).join(name);
+    assert!(path.exists(), "{} is missing: golden files are committed, never regenerated", path.display());
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.format_version(), [1, 1]);
+    assert_eq!(ds.attributes()["created_by"], json!("format 1.1 golden file"));
+    // Level 1 of amplitude: crossline and time halved, each sample the mean of the pair (in f64, rounded to f32).
+    let mean = |a: f32, b: f32| ((f64::from(a) + f64::from(b)) / 2.0) as f32;
+    // Axis by axis in axis order: crossline first, then time.
+    let along_crossline = |i: u64, j: u64, t: u64| {
+        if 2 * j + 1 < 13 {
+            mean(amplitude(i, 2 * j, t), amplitude(i, 2 * j + 1, t))
+        } else {
+            amplitude(i, 2 * j, t)
+        }
+    };
+    let l1 = |i: u64, j: u64, k: u64| {
+        if 2 * k + 1 < 35 {
+            mean(along_crossline(i, j, 2 * k), along_crossline(i, j, 2 * k + 1))
+        } else {
+            along_crossline(i, j, 2 * k)
+        }
+    };
+    assert_eq!(ds.variable("amplitude").unwrap().lod_shape(1).unwrap(), [21, 7, 18]);
+    for part in 0..3 {
+        let got: Vec<f32> = {
+            let mut v = vec![0f32; 21 * 7 * 18];
+            ds.read_lod("amplitude", 1, Some(part), &Region::full(&[21, 7, 18]).unwrap(), Order::C, &mut v).unwrap();
+            v
+        };
+        for (x, &g) in got.iter().enumerate() {
+            let (i, j, k) = (x as u64 / 126, (x as u64 / 18) % 7, x as u64 % 18);
+            assert_eq!(g.to_bits(), l1(i, j, k).to_bits(), "level 1, partitioning {part}, sample {i},{j},{k}");
+        }
+        let level0: Vec<f32> = {
+            let mut v = vec![0f32; 21 * 13 * 35];
+            ds.read_lod("amplitude", 0, Some(part), &Region::full(&[21, 13, 35]).unwrap(), Order::C, &mut v).unwrap();
+            v
+        };
+        assert!(level0.iter().enumerate().all(|(x, &v)| v == amplitude(x as u64 / 455, (x as u64 / 35) % 13, x as u64 % 35)));
+    }
+    let (slice, shape) = ds.read_slice::<f32>("amplitude", 2, &[(2, 3)], Order::C).unwrap();
+    assert_eq!(shape, [21, 4]);
+    assert_eq!(slice.len(), 84);
+    let mut c1 = vec![0i16; 11 * 7];
+    ds.read_lod("class", 1, None, &Region::full(&[11, 7]).unwrap(), Order::C, &mut c1).unwrap();
+    assert!(
+        c1.iter().enumerate().all(|(x, &v)| v == class(2 * (x as u64 / 7), 2 * (x as u64 % 7))),
+        "nearest takes the first of each pair"
+    );
+    assert!(ds.verify().unwrap().is_ok());
+}
+
+#[test]
+fn format_1_1_files_stay_readable() {
+    let name = "golden-1.1-layers.vds";
+    if std::env::var_os("VDS_WRITE_GOLDEN").is_some() && !std::path::Path::new(DIR_1_1).join(name).exists() {
+        std::fs::create_dir_all(DIR_1_1).unwrap();
+        generate_1_1(name);
+    }
+    check_1_1(name);
 }

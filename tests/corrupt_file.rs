@@ -109,7 +109,7 @@ fn a_flipped_byte_in_an_index_page_is_reported_with_its_location() {
 fn a_flipped_byte_in_the_descriptor_is_reported_with_its_location() {
     let dir = Scratch::new("desc");
     let (path, _) = sample(&dir, Codec::NONE);
-    // Byte 20 is inside the JSON of line 2, which starts after "VDS 1.0\n".
+    // Byte 20 is inside the JSON of line 2, which starts after "VDS 1.1\n".
     let e = flipped(&path, 20);
     assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
     assert_eq!(e.location().unwrap().object, "descriptor");
@@ -173,7 +173,7 @@ fn newer_versions_and_unknown_features_are_named() {
     };
     let mut b = orig.clone();
     b[4] = b'2';
-    check(&b, ErrorKind::UnsupportedVersion, "2.0");
+    check(&b, ErrorKind::UnsupportedVersion, "2.1");
 
     let mut b = orig.clone();
     rewrite_descriptor(&mut b, |d| d["features"]["incompat"] = json!(["sparse-bricks"]));

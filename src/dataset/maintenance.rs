@@ -4,6 +4,7 @@ use super::{check_constant, lock, read_slots, Dataset, Snapshot};
 use crate::commit::{CommitSlot, SLOT_SIZE};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::index::{Entry, Key, PageReader};
+use crate::spec::Variable;
 use crate::storage::{FileStorage, Storage};
 use std::fs::OpenOptions as FsOpenOptions;
 use std::path::{Path, PathBuf};
@@ -145,11 +146,10 @@ impl Dataset {
         let mut buf = Vec::new();
         for (done, (key, entry)) in entries.iter().enumerate() {
             progress(done as u64 + 1, entries.len() as u64);
-            let Some((v, coords)) = self.check_key(key, &mut note) else { continue };
-            let var = &self.vars[v];
+            let Some((var, coords)) = self.check_key(key, &mut note) else { continue };
             match *entry {
                 Entry::Stored { codec, slot, offset, length, crc } => {
-                    if let Err(e) = self.load_stored(v, &coords, codec, slot, offset, length, crc, &mut buf) {
+                    if let Err(e) = self.load_stored(var, &coords, codec, slot, offset, length, crc, &mut buf) {
                         note(e);
                     }
                 }
@@ -207,26 +207,28 @@ impl Dataset {
         Space { file_bytes: c.file_len, live_bytes: live, reclaimable_bytes: c.file_len.saturating_sub(live), index_pages: pages }
     }
 
-    /// Checks that an index key names a chunk of a variable (format 1.0:
-    /// level of detail 0, partitioning 0, coordinates inside the grid).
-    fn check_key(&self, key: &Key, note: &mut impl FnMut(Error)) -> Option<(usize, Vec<u64>)> {
+    /// Checks that an index key names a chunk of a stored layer of a
+    /// variable: a level of detail and partitioning it has, coordinates
+    /// inside that layer's grid. Returns the layer and the coordinates.
+    fn check_key(&self, key: &Key, note: &mut impl FnMut(Error)) -> Option<(&Variable, Vec<u64>)> {
         let v = (key.layer >> 16) as usize;
         let bad = |detail: String| Error::new(ErrorKind::Corrupt, format!("corrupt index entry {key:?}: {detail}"));
         let Some(var) = self.vars.get(v) else {
             note(bad(format!("variable {v} does not exist")));
             return None;
         };
-        if key.layer & 0xffff != 0 {
-            note(bad("a level of detail or partitioning that format 1.0 does not define".into()));
+        let (lod, part) = ((key.layer >> 8) as u8, key.layer as u8);
+        let Some(layer) = var.layer(lod, part) else {
+            note(bad(format!("variable {:?} has no level of detail {lod} in partitioning {part}", var.name)));
             return None;
-        }
-        let n = var.grid.len();
+        };
+        let n = layer.grid.len();
         let coords: Vec<u64> = key.coords[..n].iter().map(|&c| u64::from(c)).collect();
-        if coords.iter().zip(&var.grid).any(|(c, g)| c >= g) || key.coords[n..].iter().any(|&c| c != 0) {
-            note(bad(format!("coordinates outside the chunk grid {:?} of variable {:?}", var.grid, var.name)));
+        if coords.iter().zip(&layer.grid).any(|(c, g)| c >= g) || key.coords[n..].iter().any(|&c| c != 0) {
+            note(bad(format!("coordinates outside the chunk grid {:?} of {}", layer.grid, layer.name)));
             return None;
         }
-        Some((v, coords))
+        Some((layer, coords))
     }
 
     /// Rolls a damaged container back to its newest intact commit.

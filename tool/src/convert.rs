@@ -7,7 +7,7 @@ use crate::{ds, npy};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use vds::serde_json::{Map, Value};
-use vds::{Axis, Codec, DType, Dataset, DatasetBuilder, Order, Region, VariableBuilder};
+use vds::{Axis, Codec, DType, Dataset, DatasetBuilder, LodMethod, Order, Region, Variable, VariableBuilder};
 
 /// Bytes moved per block (at least one chunk): 64 MiB, or `VDS_BLOCK_BYTES`.
 pub fn block_budget() -> u64 {
@@ -45,13 +45,18 @@ Options:
                         VAR=N,N,... for one variable; repeatable
   --codec none|deflate[:LEVEL]   compression (default deflate:1)
   --no-shuffle          no byte shuffle before deflate
+  --lods N              keep N levels of detail (each halves every axis)
+  --lod-method M        average (default; not for bool) or nearest
+  --partitioning N,N,...  also store the data in chunks of this shape (2-D
+                        tiles such as 1,256,256); VAR=... for one variable;
+                        repeatable
   -f, --force           replace OUTPUT if it exists
   -q, --quiet           no progress bar
 
 Example:
   vds import survey.npy survey.vds --axes inline,crossline,time --chunk 64,64,64
 ",
-    values: &["format", "name", "axes", "dtype", "shape", "order", "endian", "chunk", "codec"],
+    values: &["format", "name", "axes", "dtype", "shape", "order", "endian", "chunk", "codec", "lods", "lod-method", "partitioning"],
     flags: &["no-shuffle", "force", "quiet"],
     positional: (2, 2),
 };
@@ -90,20 +95,25 @@ vds copy: copy a container with new chunking or codec, in bounded memory
 Usage: vds copy SRC.vds DST.vds [options]
 
 Copies axes, attributes and every variable. Chunks in external-file slots
-are brought into DST itself. Without options the chunking and codecs stay.
+are brought into DST itself. Without options the chunking, codecs, levels
+of detail and partitionings stay.
 
 Options:
   --chunk N,N,...       new chunk shape (for variables of that many dimensions);
                         VAR=N,N,... for one variable; repeatable
   --codec none|deflate[:LEVEL]   new compression for every variable
   --no-shuffle          with --codec deflate: no byte shuffle
+  --lods N              levels of detail for every variable (each halves every axis)
+  --lod-method M        average (default; not for bool) or nearest
+  --partitioning N,N,...  replace the further partitionings (2-D tiles such
+                        as 1,256,256); VAR=... for one variable; repeatable
   -f, --force           replace DST if it exists
   -q, --quiet           no progress bar
 
 Example:
-  vds copy survey.vds rechunked.vds --chunk 16,256,256 --codec deflate:6
+  vds copy survey.vds rechunked.vds --chunk 64,64,64 --partitioning 1,512,512 --lods 4
 ",
-    values: &["chunk", "codec"],
+    values: &["chunk", "codec", "lods", "lod-method", "partitioning"],
     flags: &["no-shuffle", "force", "quiet"],
     positional: (2, 2),
 };
@@ -180,8 +190,30 @@ fn parse_codec(s: &str) -> Result<Codec, String> {
 /// The codec and chunk options of import and copy.
 struct Layout {
     codec: Option<Codec>,
-    /// (variable name or None for any, shape)
-    chunks: Vec<(Option<String>, Vec<u64>)>,
+    chunks: Vec<ShapeFor>,
+    /// Further partitionings, as `chunks`.
+    partitionings: Vec<ShapeFor>,
+    lods: Option<(u8, LodMethod)>,
+}
+
+/// A shape for one variable (by name) or for any with that many dimensions (None).
+type ShapeFor = (Option<String>, Vec<u64>);
+
+/// Parses `VAR=N,N,...` or `N,N,...` for --chunk and --partitioning.
+fn shape_option(args: &Args, name: &str) -> Result<Vec<ShapeFor>, Fail> {
+    let mut out = Vec::new();
+    for c in args.values(name) {
+        let (var, shape) = match c.rsplit_once('=') {
+            Some((v, s)) => (Some(v.to_string()), s),
+            None => (None, c),
+        };
+        let shape = u64_list(shape).map_err(|e| args.usage(format!("--{name} {c:?}: {e}")))?;
+        if shape.contains(&0) {
+            return Err(args.usage(format!("--{name} {c:?}: a chunk extent must be at least 1")));
+        }
+        out.push((var, shape));
+    }
+    Ok(out)
 }
 
 impl Layout {
@@ -190,19 +222,17 @@ impl Layout {
         if args.flag("no-shuffle") {
             codec = Some(codec.unwrap_or(Codec::deflate(1)).with_shuffle(false));
         }
-        let mut chunks = Vec::new();
-        for c in args.values("chunk") {
-            let (var, shape) = match c.rsplit_once('=') {
-                Some((v, s)) => (Some(v.to_string()), s),
-                None => (None, c),
-            };
-            let shape = u64_list(shape).map_err(|e| args.usage(format!("--chunk {c:?}: {e}")))?;
-            if shape.contains(&0) {
-                return Err(args.usage(format!("--chunk {c:?}: a chunk extent must be at least 1")));
-            }
-            chunks.push((var, shape));
-        }
-        Ok(Layout { codec, chunks })
+        let chunks = shape_option(args, "chunk")?;
+        let partitionings = shape_option(args, "partitioning")?;
+        let method = match args.value("lod-method") {
+            None | Some("average") => LodMethod::Average,
+            Some("nearest") => LodMethod::Nearest,
+            Some(m) => return Err(args.usage(format!("--lod-method {m:?}: expected average or nearest"))),
+        };
+        let lods = args.parsed("lods", |s| {
+            s.parse::<u8>().ok().filter(|n| (1..=vds::MAX_LODS).contains(n)).ok_or(format!("expected 1 to {}", vds::MAX_LODS))
+        })?;
+        Ok(Layout { codec, chunks, partitionings, lods: lods.map(|n| (n, method)) })
     }
 
     /// The chunk shape asked for a variable of `ndim` dimensions, if any.
@@ -211,9 +241,45 @@ impl Layout {
         named.or_else(|| self.chunks.iter().rev().find(|(v, s)| v.is_none() && s.len() == ndim)).map(|(_, s)| s.as_slice())
     }
 
+    /// The further partitionings asked for a variable, if any were.
+    fn partitionings(&self, name: &str, ndim: usize) -> Option<Vec<Vec<u64>>> {
+        if self.partitionings.is_empty() {
+            return None;
+        }
+        Some(
+            self.partitionings
+                .iter()
+                .filter(|(v, s)| v.as_deref() == Some(name) || (v.is_none() && s.len() == ndim))
+                .map(|(_, s)| s.clone())
+                .collect(),
+        )
+    }
+
+    /// Applies the levels of detail and partitionings asked for (or, when
+    /// none were, those of `keep`) to a variable being built.
+    fn apply(&self, vb: &mut VariableBuilder, ndim: usize, keep: Option<(&Variable, &[&str])>) {
+        let name = vb.name().to_string();
+        let lod_method = |m: LodMethod| if vb.dtype() == DType::Bool { LodMethod::Nearest } else { m };
+        match (self.lods, keep) {
+            (Some((n, m)), _) => {
+                let m = lod_method(m);
+                vb.levels_of_detail(n, &[], m);
+            }
+            (None, Some((v, axes))) if v.levels_of_detail() > 1 => {
+                let lod_axes: Vec<&str> = v.lod_axes().iter().map(|&k| axes[k]).collect();
+                vb.levels_of_detail(v.levels_of_detail(), &lod_axes, v.lod_method());
+            }
+            _ => {}
+        }
+        let parts = self.partitionings(&name, ndim).or_else(|| keep.map(|(v, _)| v.partitionings()[1..].to_vec())).unwrap_or_default();
+        for p in parts {
+            vb.partitioning(&p);
+        }
+    }
+
     /// Fails on a `VAR=` chunk option naming no variable, or one of the wrong length.
     fn check(&self, vars: &[(String, usize)]) -> Result<(), Fail> {
-        for (v, s) in &self.chunks {
+        for (v, s) in self.chunks.iter().chain(&self.partitionings) {
             match v {
                 Some(v) => match vars.iter().find(|(n, _)| n == v) {
                     None => return Err(Fail::Usage(format!("vds: --chunk names variable {v:?}, which does not exist"))),
@@ -263,6 +329,7 @@ pub fn import(args: &Args) -> Result<(), Fail> {
         if let Some(c) = layout.chunk(&v.name, v.shape.len()) {
             vb.chunk(c);
         }
+        layout.apply(&mut vb, v.shape.len(), None);
         for (k, val) in &v.attrs {
             vb.attribute(k, val.clone());
         }
@@ -509,6 +576,7 @@ pub fn copy(args: &Args) -> Result<(), Fail> {
         let mut vb = VariableBuilder::new(v.name(), v.dtype(), &axes);
         vb.chunk(layout.chunk(v.name(), axes.len()).unwrap_or(v.chunk_shape()));
         vb.codec(layout.codec.unwrap_or(v.codec())).unit(v.unit()).fill(v.fill_value());
+        layout.apply(&mut vb, axes.len(), Some((v, &axes)));
         for (k, val) in src.variable_attributes(i).map_err(at(input))? {
             vb.attribute(k, val.clone());
         }

@@ -43,7 +43,7 @@ is a row with its indices. More than 10000 values need --all.
 
 Options:
   --region R   the values to print (default: all)
-  --lod N      level of detail (format 1.0 files hold level 0 only)
+  --lod N      level of detail (default 0); the region is in that level's samples
   --csv        comma-separated rows: one index column per axis, then the value
   --all        allow more than 10000 values
 
@@ -113,7 +113,11 @@ fn describe(ds: &Dataset, path: &str) -> Result<Value, Fail> {
     let mut vars = Vec::new();
     for (i, v) in ds.variables().iter().enumerate() {
         let s = ds.variable_stats(i).map_err(at(path))?;
-        let total: u64 = v.chunk_grid().iter().product();
+        // Chunks of every layer: each level of detail in each partitioning.
+        let total: u64 = (0..v.levels_of_detail())
+            .flat_map(|k| v.partitionings().iter().map(move |c| (k, c)))
+            .map(|(k, c)| v.lod_shape(k).unwrap_or_default().iter().zip(c).map(|(n, c)| n.div_ceil(*c)).product::<u64>())
+            .sum();
         let unwritten = total.saturating_sub(s.stored_chunks + s.constant_chunks + s.fill_chunks);
         let ratio = if s.stored_bytes > 0 { s.raw_bytes as f64 / s.stored_bytes as f64 } else { 0.0 };
         vars.push(json!({
@@ -126,8 +130,16 @@ fn describe(ds: &Dataset, path: &str) -> Result<Value, Fail> {
             "chunk_grid": v.chunk_grid(),
             "codec": codec_text(v),
             "fill": value_json(v),
-            "levels_of_detail": 1,
-            "partitionings": 1,
+            "levels_of_detail": (0..v.levels_of_detail()).map(|k| json!({
+                "level": k,
+                "shape": v.lod_shape(k).unwrap_or_default(),
+            })).collect::<Vec<_>>(),
+            "lod_axes": v.lod_axes().iter().map(|&k| ds.axes()[v.axes()[k]].name()).collect::<Vec<_>>(),
+            "lod_method": if v.levels_of_detail() > 1 { format!("{:?}", v.lod_method()).to_lowercase() } else { String::new() },
+            "partitionings": v.partitionings().iter().enumerate().map(|(p, c)| json!({
+                "layer": v.layer_name(0, p as u8, if i == 0 { "" } else { v.name() }).unwrap_or_default(),
+                "chunk_shape": c,
+            })).collect::<Vec<_>>(),
             "chunks": {"total": total, "stored": s.stored_chunks, "constant": s.constant_chunks, "fill": s.fill_chunks, "unwritten": unwritten},
             "bytes": {"raw": s.raw_bytes, "stored": s.stored_bytes, "ratio": (ratio * 100.0).round() / 100.0},
             "attributes": ds.variable_attributes(i).map_err(at(path))?,
@@ -135,7 +147,7 @@ fn describe(ds: &Dataset, path: &str) -> Result<Value, Fail> {
     }
     Ok(json!({
         "file": path,
-        "format": format!("{}.{}", vds::FORMAT_MAJOR, vds::FORMAT_MINOR),
+        "format": format!("{}.{}", ds.format_version()[0], ds.format_version()[1]),
         "commit": ds.commit_sequence(),
         "file_bytes": space.file_bytes,
         "live_bytes": space.live_bytes,
@@ -198,16 +210,36 @@ fn render(r: &Value) -> String {
         t += &format!("  {} {} [{}]{unit}\n", v["name"].as_str().unwrap_or(""), v["dtype"].as_str().unwrap_or(""), axes.join(", "));
         let grid = list(&v["chunk_grid"]);
         t += &format!(
-            "    chunks {} (grid {} = {}), {}, fill {}\n",
+            "    chunks {} (grid {}), {}, fill {}\n",
             join(&list(&v["chunk_shape"]), "x"),
             join(&grid, "x"),
-            u(&v["chunks"]["total"]),
             v["codec"].as_str().unwrap_or(""),
             v["fill"]
         );
+        let lods = v["levels_of_detail"].as_array().map_or(0, Vec::len);
+        if lods > 1 {
+            let shapes: Vec<String> =
+                v["levels_of_detail"].as_array().into_iter().flatten().map(|l| join(&list(&l["shape"]), "x")).collect();
+            let axes: Vec<&str> = v["lod_axes"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            t += &format!(
+                "    levels of detail: {lods} ({} over {}): {}\n",
+                v["lod_method"].as_str().unwrap_or(""),
+                axes.join(", "),
+                shapes.join(", ")
+            );
+        }
+        let parts = v["partitionings"].as_array().cloned().unwrap_or_default();
+        if parts.len() > 1 {
+            let p: Vec<String> =
+                parts.iter().map(|p| format!("{} ({})", p["layer"].as_str().unwrap_or(""), join(&list(&p["chunk_shape"]), "x"))).collect();
+            t += &format!("    partitionings: {}\n", p.join(", "));
+        }
         let c = &v["chunks"];
+        let layers = lods * parts.len();
+        let of = if layers > 1 { format!(" in {layers} layers") } else { String::new() };
         t += &format!(
-            "    stored {}, constant {}, fill {}, unwritten {}\n",
+            "    {} chunks{of}: stored {}, constant {}, fill {}, unwritten {}\n",
+            u(&c["total"]),
             u(&c["stored"]),
             u(&c["constant"]),
             u(&c["fill"]),
@@ -273,20 +305,25 @@ fn parse_region(s: &str, shape: &[u64]) -> Result<(Vec<u64>, Vec<u64>), String> 
     Ok((start, counts))
 }
 
-/// Fails for a level of detail other than 0.
-pub fn check_lod(args: &Args) -> Result<(), Fail> {
-    match args.parsed("lod", |s| s.parse::<u32>().map_err(|_| "not a level".to_string()))? {
-        None | Some(0) => Ok(()),
-        Some(n) => Err(Fail::Error(format!("level of detail {n} does not exist: format 1.0 files hold level 0 only"))),
+/// The `--lod` option, checked against the variable: the level and its shape.
+pub fn lod_of(args: &Args, path: &str, v: &Variable) -> Result<(u8, Vec<u64>), Fail> {
+    let lod = args.parsed("lod", |s| s.parse::<u8>().map_err(|_| "not a level".to_string()))?.unwrap_or(0);
+    match v.lod_shape(lod) {
+        Some(shape) => Ok((lod, shape)),
+        None => Err(Fail::Error(format!(
+            "{path}: variable {:?} has {} level(s) of detail; level {lod} does not exist",
+            v.name(),
+            v.levels_of_detail()
+        ))),
     }
 }
 
 pub fn dump(args: &Args) -> Result<(), Fail> {
     let (path, name) = (&args.positional[0], &args.positional[1]);
-    check_lod(args)?;
     let ds = open(path)?;
     let v = ds.variable(name.as_str()).map_err(at(path))?;
-    let (start, shape) = parse_region(args.value("region").unwrap_or(""), v.shape()).map_err(|e| args.usage(format!("--region: {e}")))?;
+    let (lod, lod_shape) = lod_of(args, path, v)?;
+    let (start, shape) = parse_region(args.value("region").unwrap_or(""), &lod_shape).map_err(|e| args.usage(format!("--region: {e}")))?;
     let n = count(&shape)?;
     if n > DUMP_LIMIT && !args.flag("all") {
         return Err(Fail::Error(format!("{path}: {n} values is more than {DUMP_LIMIT}; narrow --region or add --all")));
@@ -316,7 +353,8 @@ pub fn dump(args: &Args) -> Result<(), Fail> {
             pshape[k] = 1;
         }
         let mut buf = buffer(row * plane_rows * esize as u64)?;
-        ds.read_bytes(name.as_str(), &Region::new(&pstart, &pshape).map_err(at(path))?, Order::C, &mut buf).map_err(at(path))?;
+        ds.read_lod_bytes(name.as_str(), lod, None, &Region::new(&pstart, &pshape).map_err(at(path))?, Order::C, &mut buf)
+            .map_err(at(path))?;
         if !args.flag("csv") && nd >= 3 {
             let head: Vec<String> = pstart[..nd - 2].iter().map(u64::to_string).collect();
             text += &format!("{}// {name}[{}, :, :]\n", if p > 0 { "\n" } else { "" }, head.join(", "));

@@ -2,7 +2,7 @@
 
 use crate::args::{Args, Spec};
 use crate::convert::open;
-use crate::info::check_lod;
+use crate::info::lod_of;
 use crate::util::{at, buffer, out, value_f64, Destination, Fail};
 use vds::{Order, Region};
 
@@ -31,7 +31,7 @@ Options:
   --colormap seismic|grey   (default seismic)
   --clip P             percentile for the scale, 50 to 100 (default 99)
   --zoom Z             draw each value as Z x Z pixels, 1 to 16 (default 1)
-  --lod N              level of detail (format 1.0 files hold level 0 only)
+  --lod N              level of detail (default 0); --index and --at count that level's samples
   -o, --output FILE    the PNG to write
   -f, --force          replace the PNG if it exists
 
@@ -74,7 +74,6 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
 
 pub fn slice(args: &Args) -> Result<(), Fail> {
     let (path, name) = (&args.positional[0], &args.positional[1]);
-    check_lod(args)?;
     let output = args.value("output").ok_or_else(|| args.usage("-o PICTURE.png is required".into()))?;
     let map = args.value("colormap").unwrap_or("seismic");
     if map != "seismic" && map != "grey" && map != "gray" {
@@ -87,6 +86,7 @@ pub fn slice(args: &Args) -> Result<(), Fail> {
         args.parsed("zoom", |s| s.parse::<u64>().ok().filter(|z| (1..=16).contains(z)).ok_or("expected 1 to 16".to_string()))?.unwrap_or(1);
     let ds = open(path)?;
     let var = ds.variable(name.as_str()).map_err(at(path))?;
+    let (lod, shape) = lod_of(args, path, var)?;
     let names: Vec<&str> = var.axes().iter().map(|&k| ds.axes()[k].name()).collect();
     let nd = names.len();
     let axis_of = |s: &str| -> Result<usize, Fail> {
@@ -116,7 +116,6 @@ pub fn slice(args: &Args) -> Result<(), Fail> {
     }
     // Axes beyond the first two free ones are taken at 0.
     let (across, down) = (free[0], free[1]);
-    let shape = var.shape();
     let mut start = vec![0u64; nd];
     let mut count = vec![1u64; nd];
     for k in 0..nd {
@@ -138,7 +137,12 @@ pub fn slice(args: &Args) -> Result<(), Fail> {
     let esize = var.dtype().size();
     let dtype = var.dtype();
     let mut buf = buffer(w * h * esize as u64)?;
-    ds.read_bytes(name.as_str(), &Region::new(&start, &count).map_err(at(path))?, Order::C, &mut buf).map_err(at(path))?;
+    let region = Region::new(&start, &count).map_err(at(path))?;
+    let part = ds.choose_partitioning(name.as_str(), lod, &region).map_err(at(path))?;
+    let prefix = if ds.variables().first().is_some_and(|f| f.name() == name) { "" } else { name.as_str() };
+    let layer = var.layer_name(lod, part, prefix).unwrap_or_default();
+    ds.read_lod_bytes(name.as_str(), lod, Some(part), &region, Order::C, &mut buf).map_err(at(path))?;
+    let read = ds.stored_bytes_read();
     let values: Vec<f64> = buf.chunks_exact(esize).map(|b| value_f64(dtype, b)).collect();
     drop(buf);
     let mut finite: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
@@ -171,8 +175,14 @@ pub fn slice(args: &Args) -> Result<(), Fail> {
     } else {
         format!("grey map from {} to {}", short(lo), short(hi))
     };
-    out(format!("{output}: {pw} x {ph} pixels, {} across, {} down, at {}; {scale}\n", names[across], names[down], at_text.join(", "),)
-        .as_bytes())
+    out(format!(
+        "{output}: {pw} x {ph} pixels, {} across, {} down, at {}; {scale}; read {} from layer {layer}\n",
+        names[across],
+        names[down],
+        at_text.join(", "),
+        crate::util::size(read)
+    )
+    .as_bytes())
 }
 
 /// A scale bound with four significant digits.

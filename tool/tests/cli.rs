@@ -221,8 +221,8 @@ fn info_reports_chunk_kinds_codecs_and_space() {
     let p = path.to_str().unwrap();
     let text = ok(&dir, &["info", p]);
     assert!(text.contains("amp float32 [inline=16, crossline=16, time=8]"), "{text}");
-    assert!(text.contains("chunks 4x4x4 (grid 4x4x2 = 32), none, fill 0"), "{text}");
-    assert!(text.contains("stored 3, constant 1, fill 0, unwritten 28"), "{text}");
+    assert!(text.contains("chunks 4x4x4 (grid 4x4x2), none, fill 0"), "{text}");
+    assert!(text.contains("32 chunks: stored 3, constant 1, fill 0, unwritten 28"), "{text}");
     assert!(text.contains("time            8 samples  0 .. 28 ms"), "{text}");
     assert!(text.contains("attributes: {\"survey\":\"known\"}"), "{text}");
     let json: vds::serde_json::Value = vds::serde_json::from_str(&ok(&dir, &["info", p, "--json"])).unwrap();
@@ -280,7 +280,7 @@ fn dump_prints_the_values_of_a_region() {
     assert!(fails(&dir, &["dump", p, "amp", "--region", "0:99"], 2).contains("not a non-empty range inside axis 0's 0:16"));
     assert!(fails(&dir, &["dump", p, "amp", "--region", "1,2,3,4"], 2).contains("4 items for 3 axes"));
     assert!(fails(&dir, &["dump", p, "nope"], 1).contains("no variable named \"nope\""));
-    assert!(fails(&dir, &["dump", p, "amp", "--lod", "1"], 1).contains("level of detail 1 does not exist"));
+    assert!(fails(&dir, &["dump", p, "amp", "--lod", "1"], 1).contains("level 1 does not exist"));
 }
 
 #[test]
@@ -488,7 +488,7 @@ fn usage_errors_and_help() {
     assert!(fails(&dir, &[], 2).contains("Commands:"));
     assert!(fails(&dir, &["frobnicate"], 2).contains("unknown command \"frobnicate\""));
     assert!(ok(&dir, &["--help"]).contains("vds <command>"));
-    assert!(ok(&dir, &["--version"]).contains("file format 1.0"));
+    assert!(ok(&dir, &["--version"]).contains("file format 1.1"));
     for cmd in ["info", "dump", "verify", "slice", "import", "export", "copy"] {
         let help = ok(&dir, &[cmd, "--help"]);
         assert!(help.contains(&format!("Usage: vds {cmd}")) && help.contains("Example:"), "{cmd}: {help}");
@@ -546,4 +546,41 @@ fn damaged_inputs_are_errors_never_crashes() {
     let left: Vec<_> =
         std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).filter(|n| n.starts_with('.')).collect();
     assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
+#[test]
+fn levels_of_detail_and_partitionings_in_info_dump_and_slice() {
+    let dir = scratch("lod");
+    let path = dir.join("lod.vds");
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("inline", 20))
+        .axis(Axis::new("crossline", 18))
+        .axis(Axis::new("time", 16))
+        .variable(
+            VariableBuilder::new("amp", DType::Float32, &["inline", "crossline", "time"])
+                .chunk(&[8, 8, 8])
+                .partitioning(&[1, 18, 16])
+                .levels_of_detail(3, &[], vds::LodMethod::Average),
+        )
+        .create(&path)
+        .unwrap();
+    let data: Vec<f32> = (0..20 * 18 * 16).map(|i| (i % 101) as f32 - 50.0).collect();
+    ds.write("amp", &Region::full(&[20, 18, 16]).unwrap(), Order::C, &data).unwrap();
+    ds.close().unwrap();
+    let p = path.to_str().unwrap();
+    let text = ok(&dir, &["info", p]);
+    assert!(text.contains("levels of detail: 3 (average over inline, crossline, time): 20x18x16, 10x9x8, 5x5x4"), "{text}");
+    assert!(text.contains("partitionings: Dimensions_012LOD0 (8x8x8), Dimensions_01LOD0 (1x18x16)"), "{text}");
+    // 3x3x2 bricks + 20 tiles at level 0, 2x2x1 + 10 at level 1, 1x1x1 + 5 at level 2.
+    assert!(text.contains("58 chunks in 6 layers: stored 58, constant 0, fill 0, unwritten 0"), "{text}");
+    let ds = Dataset::open(&path).unwrap();
+    let mut want = vec![0f32; 9 * 8];
+    ds.read_lod("amp", 1, Some(0), &Region::new(&[4, 0, 0], &[1, 9, 8]).unwrap(), Order::C, &mut want).unwrap();
+    let csv = ok(&dir, &["dump", p, "amp", "--lod", "1", "--region", "4", "--csv"]);
+    let got: Vec<f32> = csv.lines().skip(1).map(|l| l.rsplit(',').next().unwrap().parse().unwrap()).collect();
+    assert_eq!(got, want);
+    let text = ok(&dir, &["slice", p, "amp", "--lod", "2", "--axis", "time", "--index", "3", "-o", "l2.png"]);
+    assert!(text.contains("5 x 5 pixels, inline across, crossline down, at time = 3"), "{text}");
+    assert!(fails(&dir, &["slice", p, "amp", "--lod", "2", "--axis", "time", "--index", "4", "-o", "x.png"], 1)
+        .contains("outside axis \"time\""));
 }

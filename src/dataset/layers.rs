@@ -1,0 +1,400 @@
+//! Levels of detail and partitionings (SPEC.md section 3.3): which stored
+//! layer a read goes to, reading a level or a slice, and bringing every
+//! layer up to date from level 0 of the first partitioning at commit.
+
+use super::{Dataset, VarRef};
+use crate::array::{as_bytes_mut, Element, Order, Region};
+use crate::error::{invalid, Error, ErrorKind, Result};
+use crate::spec::{DType, LodMethod, Variable};
+use crate::wire;
+use std::collections::BTreeSet;
+
+/// A box of elements: start and end (exclusive) per axis.
+pub(crate) type Bounds = (Vec<u64>, Vec<u64>);
+
+impl Dataset {
+    /// The stored layer a read of `region` (in the coordinates of level
+    /// `lod`) goes to: partitioning `part` when given, otherwise the one
+    /// whose chunks covering the region hold the fewest bytes (the first
+    /// on a tie, and always the first while writes wait for their commit).
+    pub(crate) fn choose_layer(&self, v: usize, lod: u8, part: Option<u8>, region: &Region) -> Result<&Variable> {
+        let var = &self.vars[v];
+        if lod >= var.lods {
+            return Err(Error::new(
+                ErrorKind::OutOfRange,
+                format!("variable {:?} has {} level(s) of detail; level {lod} does not exist", var.name, var.lods),
+            ));
+        }
+        if let Some(p) = part {
+            return var.layer(lod, p).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::OutOfRange,
+                    format!("variable {:?} has {} partitioning(s); {p} does not exist", var.name, var.parts.len()),
+                )
+            });
+        }
+        let first = var.layer(lod, 0).ok_or_else(|| Error::new(ErrorKind::Internal, "layer 0 missing"))?;
+        if var.parts.len() == 1 || self.dirty.iter().any(|(d, _)| *d == v) || region.ndim() != var.shape.len() {
+            return Ok(first);
+        }
+        let cost = |l: &Variable| -> u128 {
+            let chunks: u128 = (0..l.shape.len())
+                .map(|d| {
+                    let (s, n, st) = (region.start()[d], region.shape()[d], region.step()[d]);
+                    if n == 0 {
+                        return 0;
+                    }
+                    let last = s.saturating_add((n - 1).saturating_mul(st));
+                    u128::from(last / l.chunk[d] - s / l.chunk[d] + 1)
+                })
+                .product();
+            chunks * l.chunk_elems as u128
+        };
+        let mut best = first;
+        for p in 1..var.parts.len() {
+            if let Some(l) = var.layer(lod, p as u8) {
+                if cost(l) < cost(best) {
+                    best = l;
+                }
+            }
+        }
+        Ok(best)
+    }
+
+    /// Notes that `region` of level 0 changed, so that the other layers of
+    /// the variable are brought up to date at commit.
+    pub(crate) fn mark_dirty(&mut self, v: usize, region: &Region) {
+        let var = &self.vars[v];
+        if var.layers.len() < 2 || region.shape().contains(&0) {
+            return;
+        }
+        let start = region.start().to_vec();
+        let end: Vec<u64> = (0..start.len()).map(|d| start[d] + (region.shape()[d] - 1) * region.step()[d] + 1).collect();
+        self.dirty.push((v, (start, end)));
+    }
+
+    /// Computes the levels of detail and the other partitionings of every
+    /// region written since the last commit. [`Dataset::commit`] does this
+    /// first; call it to read those layers before committing.
+    ///
+    /// # Errors
+    /// As [`Dataset::write`].
+    pub fn update_layers(&mut self) -> Result<()> {
+        self.check_writable()?;
+        let dirty = std::mem::take(&mut self.dirty);
+        let mut vars: Vec<usize> = dirty.iter().map(|(v, _)| *v).collect();
+        vars.sort_unstable();
+        vars.dedup();
+        for v in vars {
+            let boxes: Vec<Bounds> = dirty.iter().filter(|(w, _)| *w == v).map(|(_, b)| b.clone()).collect();
+            if let Err(e) = self.update_variable(v, boxes) {
+                if e.kind() == ErrorKind::Io {
+                    self.poisoned = true;
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn update_variable(&mut self, v: usize, mut boxes: Vec<Bounds>) -> Result<()> {
+        let var = self.vars[v].clone();
+        for lod in 0..var.lods {
+            let base = var.layer(lod, 0).ok_or_else(|| Error::new(ErrorKind::Internal, "layer missing"))?;
+            if lod > 0 {
+                // This level's samples covering the changed boxes of the level below.
+                let below = var.layer(lod - 1, 0).ok_or_else(|| Error::new(ErrorKind::Internal, "layer missing"))?;
+                let halved: Vec<Bounds> = boxes
+                    .iter()
+                    .map(|(s, e)| {
+                        let h = |x: &[u64], up: bool| -> Vec<u64> {
+                            x.iter()
+                                .zip(&var.lod_axes)
+                                .map(|(&x, &h)| {
+                                    if !h {
+                                        x
+                                    } else if up {
+                                        x.div_ceil(2)
+                                    } else {
+                                        x / 2
+                                    }
+                                })
+                                .collect()
+                        };
+                        (h(s, false), h(e, true))
+                    })
+                    .collect();
+                let targets = chunks_touching(base, &halved);
+                for c in &targets {
+                    let (s, e) = chunk_bounds(base, c);
+                    let src_s: Vec<u64> = s.iter().zip(&var.lod_axes).map(|(&x, &h)| if h { 2 * x } else { x }).collect();
+                    let src_e: Vec<u64> =
+                        e.iter().zip(&var.lod_axes).zip(&below.shape).map(|((&x, &h), &n)| if h { (2 * x).min(n) } else { x }).collect();
+                    let src_shape: Vec<u64> = src_s.iter().zip(&src_e).map(|(a, b)| b - a).collect();
+                    let mut src = Vec::new();
+                    self.reserve(&mut src, region_bytes(below, &src_shape)?, "a level-of-detail source region")?;
+                    self.read_layer(below, &Region::new(&src_s, &src_shape)?, Order::C, &mut src)?;
+                    let (out, out_shape) = reduce(&src, &src_shape, &var.lod_axes, var.dtype, var.lod_method);
+                    debug_assert_eq!(out_shape, s.iter().zip(&e).map(|(a, b)| b - a).collect::<Vec<_>>());
+                    self.write_layer(base, &Region::new(&s, &out_shape)?, Order::C, &out)?;
+                }
+                boxes = targets.iter().map(|c| chunk_bounds(base, c)).collect();
+            }
+            // The other partitionings of this level, chunk by chunk, from the first.
+            for p in 1..var.parts.len() {
+                let layer = var.layer(lod, p as u8).ok_or_else(|| Error::new(ErrorKind::Internal, "layer missing"))?;
+                for c in chunks_touching(layer, &boxes) {
+                    let (s, e) = chunk_bounds(layer, &c);
+                    let shape: Vec<u64> = s.iter().zip(&e).map(|(a, b)| b - a).collect();
+                    let mut buf = Vec::new();
+                    self.reserve(&mut buf, region_bytes(layer, &shape)?, "a partitioning chunk")?;
+                    let region = Region::new(&s, &shape)?;
+                    self.read_layer(base, &region, Order::C, &mut buf)?;
+                    self.write_layer(layer, &region, Order::C, &buf)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads a region of level of detail `lod` (in that level's coordinates:
+    /// see [`Variable::lod_shape`]) from partitioning `partitioning`, or from
+    /// the one that reads the fewest bytes when `None`. Level 0 is the data;
+    /// a read at level k touches only level-k chunks.
+    ///
+    /// # Errors
+    /// As [`Dataset::read`], and `OutOfRange` for a level or partitioning
+    /// the variable does not have.
+    pub fn read_lod<T: Element>(
+        &self,
+        var: impl VarRef,
+        lod: u8,
+        partitioning: Option<u8>,
+        region: &Region,
+        order: Order,
+        out: &mut [T],
+    ) -> Result<()> {
+        let v = var.index_in(self)?;
+        self.check_type(v, T::DTYPE)?;
+        self.read_lod_bytes(v, lod, partitioning, region, order, as_bytes_mut(out))
+    }
+
+    /// [`Dataset::read_lod`] on raw bytes (native byte order, one byte per bool).
+    ///
+    /// # Errors
+    /// As [`Dataset::read_lod`].
+    pub fn read_lod_bytes(
+        &self,
+        var: impl VarRef,
+        lod: u8,
+        partitioning: Option<u8>,
+        region: &Region,
+        order: Order,
+        out: &mut [u8],
+    ) -> Result<()> {
+        let v = var.index_in(self)?;
+        let layer = self.choose_layer(v, lod, partitioning, region)?;
+        self.read_layer(layer, region, order, out)
+    }
+
+    /// The partitioning [`Dataset::read_lod`] would read `region` of level
+    /// `lod` from when not told.
+    ///
+    /// # Errors
+    /// `NotFound`, `OutOfRange`.
+    pub fn choose_partitioning(&self, var: impl VarRef, lod: u8, region: &Region) -> Result<u8> {
+        let v = var.index_in(self)?;
+        Ok((self.choose_layer(v, lod, None, region)?.layer_id & 0xff) as u8)
+    }
+
+    /// One axis-aligned 2-D plane at level of detail `lod`: `fixed` gives
+    /// the index (at that level) of every axis but two, which run whole.
+    /// Returns the values, in `order` over the two free axes (slower
+    /// first), and the plane's shape. Reads from the partitioning that reads
+    /// the fewest bytes, such as 2-D tiles across the plane.
+    ///
+    /// ```
+    /// # use vds::*;
+    /// # let dir = std::env::temp_dir().join(format!("vds-doc-slice-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// let mut ds = DatasetBuilder::new()
+    ///     .overwrite(true)
+    ///     .axis(Axis::new("inline", 8)).axis(Axis::new("crossline", 6)).axis(Axis::new("time", 5))
+    ///     .variable(VariableBuilder::new("amp", DType::Float32, &["inline", "crossline", "time"])
+    ///         .chunk(&[4, 4, 4])
+    ///         .partitioning(&[1, 6, 5])
+    ///         .levels_of_detail(2, &[], LodMethod::Average))
+    ///     .create(dir.join("slice.vds"))?;
+    /// let data: Vec<f32> = (0..8 * 6 * 5).map(|i| i as f32).collect();
+    /// ds.write("amp", &Region::full(&[8, 6, 5])?, Order::C, &data)?;
+    /// ds.commit()?;
+    /// let (plane, shape) = ds.read_slice::<f32>("amp", 0, &[(0, 3)], Order::C)?;
+    /// assert_eq!(shape, [6, 5]);
+    /// assert_eq!(plane[0], data[3 * 30]);
+    /// // Level 1: 4 x 3 x 3 samples, each the mean of up to 2 x 2 x 2.
+    /// let (small, shape) = ds.read_slice::<f32>("amp", 1, &[(2, 0)], Order::C)?;
+    /// assert_eq!(shape, [4, 3]);
+    /// # Ok::<(), vds::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// `InvalidArgument` unless exactly two axes are left free; as
+    /// [`Dataset::read_lod`].
+    pub fn read_slice<T: Element + Default>(
+        &self,
+        var: impl VarRef,
+        lod: u8,
+        fixed: &[(usize, u64)],
+        order: Order,
+    ) -> Result<(Vec<T>, [u64; 2])> {
+        let v = var.index_in(self)?;
+        self.check_type(v, T::DTYPE)?;
+        let shape = self.vars[v]
+            .lod_shape(lod)
+            .ok_or_else(|| Error::new(ErrorKind::OutOfRange, format!("variable {:?} has no level of detail {lod}", self.vars[v].name)))?;
+        let n = shape.len();
+        let mut start = vec![0u64; n];
+        let mut count = shape.clone();
+        for &(axis, index) in fixed {
+            if axis >= n || count[axis] == 1 && start[axis] != 0 {
+                return Err(invalid(format!("axis {axis} is not an axis of the variable, or is fixed twice")));
+            }
+            if index >= shape[axis] {
+                return Err(Error::new(ErrorKind::OutOfRange, format!("index {index} is outside axis {axis} (0 to {})", shape[axis] - 1)));
+            }
+            start[axis] = index;
+            count[axis] = 1;
+        }
+        let free: Vec<usize> = (0..n).filter(|&d| !fixed.iter().any(|&(a, _)| a == d)).collect();
+        if free.len() != 2 {
+            return Err(invalid(format!("a slice leaves two axes free; this one leaves {} of {n}", free.len())));
+        }
+        let region = Region::new(&start, &count)?;
+        let elems = wire::to_usize(count.iter().product(), "slice element count")?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(elems)
+            .map_err(|_| Error::new(ErrorKind::OutOfMemory, format!("cannot allocate a slice of {elems} values")))?;
+        out.resize(elems, T::default());
+        self.read_lod(v, lod, None, &region, order, &mut out)?;
+        Ok((out, [shape[free[0]], shape[free[1]]]))
+    }
+}
+
+/// Bytes of a region of `shape` of a layer, in memory.
+fn region_bytes(var: &Variable, shape: &[u64]) -> Result<usize> {
+    wire::to_usize(wire::mul(wire::product(shape, "region")?, var.esize() as u64, "region bytes")?, "region bytes")
+}
+
+/// The chunks of `layer` that hold an element of any of `boxes`, in key order.
+fn chunks_touching(layer: &Variable, boxes: &[Bounds]) -> BTreeSet<Vec<u64>> {
+    let mut out = BTreeSet::new();
+    for (s, e) in boxes {
+        let lo: Vec<u64> = s.iter().zip(&layer.chunk).map(|(&x, &c)| x / c).collect();
+        let hi: Vec<u64> = e.iter().zip(&layer.chunk).zip(&layer.shape).map(|((&x, &c), &n)| (x.min(n).max(1) - 1) / c).collect();
+        if s.iter().zip(e).any(|(a, b)| a >= b) {
+            continue;
+        }
+        let mut c = lo.clone();
+        loop {
+            out.insert(c.clone());
+            let mut d = c.len();
+            loop {
+                if d == 0 {
+                    break;
+                }
+                d -= 1;
+                if c[d] < hi[d] {
+                    c[d] += 1;
+                    break;
+                }
+                c[d] = lo[d];
+                if d == 0 {
+                    d = usize::MAX;
+                    break;
+                }
+            }
+            if d == usize::MAX {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// The elements a chunk of `layer` holds inside the layer's extent.
+fn chunk_bounds(layer: &Variable, c: &[u64]) -> Bounds {
+    let s: Vec<u64> = c.iter().zip(&layer.chunk).map(|(&c, &k)| c * k).collect();
+    let e: Vec<u64> = s.iter().zip(&layer.chunk).zip(&layer.shape).map(|((&s, &k), &n)| (s + k).min(n)).collect();
+    (s, e)
+}
+
+/// One level of detail from the level below: `src` (C order, native bytes,
+/// `shape`) is halved along each axis marked in `halve`, in axis order.
+/// Returns the result and its shape.
+pub(crate) fn reduce(src: &[u8], shape: &[u64], halve: &[bool], dtype: DType, method: LodMethod) -> (Vec<u8>, Vec<u64>) {
+    let esize = dtype.size();
+    let mut cur = src.to_vec();
+    let mut shape = shape.to_vec();
+    for axis in (0..shape.len()).filter(|&a| halve[a]) {
+        let n = shape[axis] as usize;
+        let m = n.div_ceil(2);
+        let outer: usize = shape[..axis].iter().product::<u64>() as usize;
+        let inner: usize = shape[axis + 1..].iter().product::<u64>() as usize;
+        let mut out = vec![0u8; outer * m * inner * esize];
+        for o in 0..outer {
+            for i in 0..m {
+                let a = (o * n + 2 * i) * inner;
+                let dst = (o * m + i) * inner;
+                if method == LodMethod::Nearest || 2 * i + 1 == n {
+                    out[dst * esize..(dst + inner) * esize].copy_from_slice(&cur[a * esize..(a + inner) * esize]);
+                    continue;
+                }
+                let b = a + inner;
+                for j in 0..inner {
+                    let (x, y) = (&cur[(a + j) * esize..][..esize], &cur[(b + j) * esize..][..esize]);
+                    mean2(dtype, x, y, &mut out[(dst + j) * esize..][..esize]);
+                }
+            }
+        }
+        cur = out;
+        shape[axis] = m as u64;
+    }
+    (cur, shape)
+}
+
+/// The mean of two native-order elements: floats in f64, then rounded to
+/// the type; integers rounded to the nearest, halves away from zero.
+// Buffers in memory are in native byte order; files never see these bytes.
+#[allow(clippy::host_endian_bytes)]
+fn mean2(dtype: DType, x: &[u8], y: &[u8], out: &mut [u8]) {
+    macro_rules! int {
+        ($t:ty) => {{
+            let s = i128::from(<$t>::from_ne_bytes(x.try_into().unwrap_or_default()))
+                + i128::from(<$t>::from_ne_bytes(y.try_into().unwrap_or_default()));
+            let m = if s >= 0 { (s + 1) / 2 } else { (s - 1) / 2 };
+            // The mean of two values of a type lies within the type.
+            out.copy_from_slice(&(m as $t).to_ne_bytes());
+        }};
+    }
+    match dtype {
+        DType::Float32 => {
+            let m = (f64::from(f32::from_ne_bytes(x.try_into().unwrap_or_default()))
+                + f64::from(f32::from_ne_bytes(y.try_into().unwrap_or_default())))
+                / 2.0;
+            out.copy_from_slice(&(m as f32).to_ne_bytes());
+        }
+        DType::Float64 => {
+            let m = (f64::from_ne_bytes(x.try_into().unwrap_or_default()) + f64::from_ne_bytes(y.try_into().unwrap_or_default())) / 2.0;
+            out.copy_from_slice(&m.to_ne_bytes());
+        }
+        DType::Int8 => int!(i8),
+        DType::Int16 => int!(i16),
+        DType::Int32 => int!(i32),
+        DType::Int64 => int!(i64),
+        DType::UInt8 => int!(u8),
+        DType::UInt16 => int!(u16),
+        DType::UInt32 => int!(u32),
+        DType::UInt64 => int!(u64),
+        DType::Bool => out.copy_from_slice(x),
+    }
+}

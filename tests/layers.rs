@@ -1,0 +1,312 @@
+//! Levels of detail and partitionings (SPEC.md 3.7): every level of every
+//! partitioning equals a reference computed here from the level-0 data, for
+//! odd extents in 2-D to 6-D, both memory orders, both methods; slices
+//! through tiles equal slices through bricks; a read at level k touches only
+//! level-k chunks; updates are incremental across commits.
+
+mod common;
+use common::*;
+use vds::{Axis, Codec, DType, Dataset, DatasetBuilder, ErrorKind, LodMethod, Order, Region, VariableBuilder};
+
+/// The reference pyramid: level k from level k-1, one halved axis at a
+/// time in axis order; `mean` of the pair, or the first of the pair when
+/// `mean` is None (nearest) or the pair is cut by the extent.
+fn halve<T: Copy + Default>(data: &[T], shape: &[u64], halved: &[bool], mean: Option<fn(T, T) -> T>) -> (Vec<T>, Vec<u64>) {
+    let mut cur = data.to_vec();
+    let mut shape = shape.to_vec();
+    for d in 0..shape.len() {
+        if !halved[d] {
+            continue;
+        }
+        let mut next_shape = shape.clone();
+        next_shape[d] = shape[d].div_ceil(2);
+        let mut next = vec![T::default(); next_shape.iter().product::<u64>() as usize];
+        for_each_index(&next_shape, |idx| {
+            let mut a = idx.to_vec();
+            a[d] *= 2;
+            let x = cur[c_index(&a, &shape)];
+            next[c_index(idx, &next_shape)] = match mean {
+                Some(m) if a[d] + 1 < shape[d] => {
+                    a[d] += 1;
+                    m(x, cur[c_index(&a, &shape)])
+                }
+                _ => x,
+            };
+        });
+        cur = next;
+        shape = next_shape;
+    }
+    (cur, shape)
+}
+
+/// Floats: the mean in f64, rounded to f32.
+fn halve_f32(data: &[f32], shape: &[u64], halved: &[bool], average: bool) -> (Vec<f32>, Vec<u64>) {
+    halve(data, shape, halved, average.then_some((|a: f32, b: f32| ((f64::from(a) + f64::from(b)) / 2.0) as f32) as fn(f32, f32) -> f32))
+}
+
+/// Integers: the mean rounded to the nearest, halves away from zero.
+fn halve_i32(data: &[i32], shape: &[u64], halved: &[bool], average: bool) -> (Vec<i32>, Vec<u64>) {
+    halve(
+        data,
+        shape,
+        halved,
+        average.then_some((|a: i32, b: i32| ((i64::from(a) + i64::from(b)) as f64 / 2.0).round() as i32) as fn(i32, i32) -> i32),
+    )
+}
+
+const SHAPES: [&[u64]; 5] = [&[37, 23], &[11, 9, 13], &[7, 5, 6, 9], &[5, 3, 4, 3, 5], &[3, 4, 3, 2, 3, 5]];
+const BRICKS: [&[u64]; 5] = [&[8, 8], &[4, 4, 4], &[3, 2, 4, 4], &[2, 2, 2, 2, 2], &[2, 2, 2, 2, 2, 2]];
+
+fn axes(n: usize) -> Vec<String> {
+    (0..n).map(|d| format!("a{d}")).collect()
+}
+
+fn builder(dir: &Scratch, name: &str, shape: &[u64]) -> (std::path::PathBuf, DatasetBuilder) {
+    let mut b = DatasetBuilder::new();
+    for (d, &n) in shape.iter().enumerate() {
+        b.axis(Axis::new(&format!("a{d}"), n));
+    }
+    (dir.path(name), b)
+}
+
+#[test]
+fn every_level_and_partitioning_matches_the_reference() {
+    let dir = Scratch::new("layers");
+    let mut rng = Rng::new(seed(0x1a7e));
+    for (case, (&shape, &brick)) in SHAPES.iter().zip(&BRICKS).enumerate() {
+        let n = shape.len();
+        let names = axes(n);
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        // Tiles across the two fastest axes; LODs halve every axis but the first (in 3-D and up).
+        let mut tile = vec![1u64; n];
+        tile[n - 2] = shape[n - 2];
+        tile[n - 1] = shape[n - 1];
+        let lod_axes: Vec<&str> = if n >= 3 { names[1..].to_vec() } else { names.clone() };
+        let halved: Vec<bool> = (0..n).map(|d| n < 3 || d >= 1).collect();
+        let (path, mut b) = builder(&dir, &format!("c{case}.vds"), shape);
+        b.variable(
+            VariableBuilder::new("f", DType::Float32, &names)
+                .chunk(brick)
+                .partitioning(&tile)
+                .levels_of_detail(4, &lod_axes, LodMethod::Average)
+                .codec(Codec::deflate(1)),
+        );
+        b.variable(VariableBuilder::new("i", DType::Int32, &names).chunk(brick).partitioning(&tile).levels_of_detail(
+            3,
+            &lod_axes,
+            LodMethod::Average,
+        ));
+        b.variable(VariableBuilder::new("k", DType::Int32, &names).chunk(brick).levels_of_detail(3, &lod_axes, LodMethod::Nearest));
+        let mut ds = b.create(&path).unwrap();
+        let total = shape.iter().product::<u64>() as usize;
+        let mut f: Vec<f32> = (0..total).map(|_| (rng.below(2000) as f32 - 1000.0) * 0.37).collect();
+        let mut i: Vec<i32> = (0..total).map(|_| rng.below(200_001) as i32 - 100_000).collect();
+        let mut k: Vec<i32> = (0..total).map(|_| rng.below(7) as i32).collect();
+        ds.write("f", &Region::full(shape).unwrap(), Order::C, &f).unwrap();
+        ds.write("i", &Region::full(shape).unwrap(), Order::C, &i).unwrap();
+        ds.write("k", &Region::full(shape).unwrap(), Order::C, &k).unwrap();
+        ds.commit().unwrap();
+        // Then two commits of partial updates, in Fortran order, to test incremental updates.
+        for _ in 0..2 {
+            let start: Vec<u64> = shape.iter().map(|&s| rng.below(s)).collect();
+            let rshape: Vec<u64> = shape.iter().zip(&start).map(|(&s, &a)| 1 + rng.below(s - a)).collect();
+            let m = rshape.iter().product::<u64>() as usize;
+            let vf: Vec<f32> = (0..m).map(|_| rng.below(100) as f32 * 0.5).collect();
+            let vi: Vec<i32> = (0..m).map(|_| rng.below(1001) as i32 - 500).collect();
+            let step = vec![1; n];
+            insert(&mut f, shape, &start, &rshape, &step, &vf, true);
+            insert(&mut i, shape, &start, &rshape, &step, &vi, true);
+            insert(&mut k, shape, &start, &rshape, &step, &vi, true);
+            let region = Region::new(&start, &rshape).unwrap();
+            ds.write("f", &region, Order::Fortran, &vf).unwrap();
+            ds.write("i", &region, Order::Fortran, &vi).unwrap();
+            ds.write("k", &region, Order::Fortran, &vi).unwrap();
+            ds.commit().unwrap();
+        }
+        ds.close().unwrap();
+        let ds = Dataset::open(&path).unwrap();
+        let (mut rf, mut ri, mut rk, mut s) = (f.clone(), i.clone(), k.clone(), shape.to_vec());
+        for lod in 0..4u8 {
+            assert_eq!(ds.variable("f").unwrap().lod_shape(lod).unwrap(), s, "case {case} level {lod}");
+            let full = Region::full(&s).unwrap();
+            let origin = vec![0; n];
+            let step = vec![1; n];
+            for part in [0u8, 1] {
+                for order in [Order::C, Order::Fortran] {
+                    let fortran = order == Order::Fortran;
+                    let mut got = vec![0f32; rf.len()];
+                    ds.read_lod("f", lod, Some(part), &full, order, &mut got).unwrap();
+                    let want = extract(&rf, &s, &origin, &s, &step, fortran);
+                    assert!(
+                        got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "f: case {case} level {lod} partitioning {part}"
+                    );
+                    if lod < 3 {
+                        let mut got = vec![0i32; ri.len()];
+                        ds.read_lod("i", lod, Some(part), &full, order, &mut got).unwrap();
+                        assert_eq!(got, extract(&ri, &s, &origin, &s, &step, fortran), "i: case {case} level {lod} partitioning {part}");
+                        ds.read_lod("k", lod, None, &full, order, &mut got).unwrap();
+                        assert_eq!(got, extract(&rk, &s, &origin, &s, &step, fortran), "k: case {case} level {lod}");
+                    }
+                }
+            }
+            (rf, _) = halve_f32(&rf, &s, &halved, true);
+            (ri, _) = halve_i32(&ri, &s, &halved, true);
+            (rk, s) = halve_i32(&rk, &s, &halved, false);
+        }
+        assert_eq!(
+            ds.read_lod::<f32>("f", 4, None, &Region::full(&s).unwrap(), Order::C, &mut vec![0f32; rf.len()]).unwrap_err().kind(),
+            ErrorKind::OutOfRange
+        );
+        assert_eq!(
+            ds.read_lod::<f32>("f", 0, Some(2), &Region::full(shape).unwrap(), Order::C, &mut vec![0f32; f.len()]).unwrap_err().kind(),
+            ErrorKind::OutOfRange
+        );
+    }
+}
+
+/// A 3-D volume in 8^3 bricks plus tiles across each pair of axes, 3 levels.
+fn volume(dir: &Scratch, name: &str) -> (std::path::PathBuf, Vec<f32>, [u64; 3]) {
+    let shape = [40u64, 36, 30];
+    let (path, mut b) = builder(dir, name, &shape);
+    b.variable(
+        VariableBuilder::new("amp", DType::Float32, &["a0", "a1", "a2"])
+            .chunk(&[8, 8, 8])
+            .partitioning(&[1, 36, 30])
+            .partitioning(&[40, 1, 30])
+            .partitioning(&[40, 36, 1])
+            .levels_of_detail(3, &[], LodMethod::Average)
+            .codec(Codec::NONE),
+    );
+    b.variable(VariableBuilder::new("second", DType::Int8, &["a0", "a1"]).partitioning(&[1, 36]));
+    let mut ds = b.create(&path).unwrap();
+    let data: Vec<f32> = (0..40 * 36 * 30).map(|i| ((i * 7919) % 1000) as f32 * 0.01 - 5.0).collect();
+    ds.write("amp", &Region::full(&shape).unwrap(), Order::C, &data).unwrap();
+    ds.close().unwrap();
+    (path, data, shape)
+}
+
+#[test]
+fn slices_through_tiles_equal_slices_through_bricks_and_read_less() {
+    let dir = Scratch::new("slices");
+    let (path, data, shape) = volume(&dir, "v.vds");
+    let mut ds = Dataset::open(&path).unwrap();
+    ds.set_cache_size(0);
+    for axis in 0..3 {
+        for index in [0, 5, shape[axis] - 1] {
+            let (tiles, plane) = ds.read_slice::<f32>("amp", 0, &[(axis, index)], Order::C).unwrap();
+            // The tiles across this axis are partitioning axis + 1.
+            let mut start = [0u64; 3];
+            start[axis] = index;
+            let mut count = shape;
+            count[axis] = 1;
+            let region = Region::new(&start, &count).unwrap();
+            assert_eq!(ds.choose_partitioning("amp", 0, &region).unwrap(), axis as u8 + 1);
+            let before = ds.stored_bytes_read();
+            let mut bricks = vec![0f32; tiles.len()];
+            ds.read_lod("amp", 0, Some(0), &region, Order::C, &mut bricks).unwrap();
+            let brick_bytes = ds.stored_bytes_read() - before;
+            let before = ds.stored_bytes_read();
+            ds.read_slice::<f32>("amp", 0, &[(axis, index)], Order::C).unwrap();
+            let tile_bytes = ds.stored_bytes_read() - before;
+            assert_eq!(tiles, bricks, "axis {axis} index {index}");
+            assert_eq!(tiles, extract(&data, &shape, &start, &count, &[1, 1, 1], false));
+            let free: Vec<u64> = (0..3).filter(|&d| d != axis).map(|d| shape[d]).collect();
+            assert_eq!(plane.to_vec(), free);
+            // One tile of exactly the plane against whole bricks 8 samples deep.
+            assert_eq!(tile_bytes, plane[0] * plane[1] * 4, "axis {axis}");
+            assert!(brick_bytes >= 8 * tile_bytes, "axis {axis}: bricks {brick_bytes}, tiles {tile_bytes}");
+        }
+        // Coarser levels: the slice at level 2 matches reading level 2 from bricks.
+        let s2 = ds.variable("amp").unwrap().lod_shape(2).unwrap();
+        let (tiles, _) = ds.read_slice::<f32>("amp", 2, &[(axis, 1)], Order::Fortran).unwrap();
+        let mut start = vec![0u64; 3];
+        start[axis] = 1;
+        let mut count = s2.clone();
+        count[axis] = 1;
+        let mut bricks = vec![0f32; tiles.len()];
+        ds.read_lod("amp", 2, Some(0), &Region::new(&start, &count).unwrap(), Order::Fortran, &mut bricks).unwrap();
+        assert_eq!(tiles, bricks);
+    }
+    // A small box reads bricks.
+    assert_eq!(ds.choose_partitioning("amp", 0, &Region::new(&[3, 3, 3], &[4, 4, 4]).unwrap()).unwrap(), 0);
+    // Slices need exactly two free axes.
+    assert_eq!(ds.read_slice::<f32>("amp", 0, &[], Order::C).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(ds.read_slice::<f32>("amp", 0, &[(0, 1), (1, 1)], Order::C).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(ds.read_slice::<f32>("amp", 0, &[(0, 40)], Order::C).unwrap_err().kind(), ErrorKind::OutOfRange);
+    assert_eq!(ds.read_slice::<i8>("amp", 0, &[(0, 1)], Order::C).unwrap_err().kind(), ErrorKind::TypeMismatch);
+    // Layer names in the OpenVDS manner.
+    let amp = ds.variable("amp").unwrap();
+    let names: Vec<String> = (0..4).map(|p| amp.layer_name(1, p, "").unwrap()).collect();
+    assert_eq!(names, ["Dimensions_012LOD1", "Dimensions_01LOD1", "Dimensions_02LOD1", "Dimensions_12LOD1"]);
+    assert_eq!(ds.variable("second").unwrap().layer_name(0, 1, "second").unwrap(), "secondDimensions_0LOD0");
+    assert_eq!(amp.layer_name(3, 0, ""), None);
+    let report = ds.verify().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+}
+
+#[test]
+fn a_read_at_one_level_touches_only_that_level() {
+    let dir = Scratch::new("isolation");
+    let shape = [32u64, 32, 32];
+    let (path, mut b) = builder(&dir, "v.vds", &shape);
+    b.variable(VariableBuilder::new("amp", DType::Float32, &["a0", "a1", "a2"]).chunk(&[8, 8, 8]).levels_of_detail(
+        3,
+        &[],
+        LodMethod::Average,
+    ));
+    let mut ds = b.create(&path).unwrap();
+    let data: Vec<f32> = (0..32 * 32 * 32).map(|i| (i % 977) as f32).collect();
+    ds.write("amp", &Region::full(&shape).unwrap(), Order::C, &data).unwrap();
+    // Level-0 chunks are in the body now; the coarser levels are written at commit, after them.
+    let level0_end = std::fs::metadata(&path).unwrap().len() as usize;
+    ds.close().unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let body = head_len(&bytes) + 1024;
+    for b in &mut bytes[body..level0_end] {
+        *b ^= 0x55;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let ds = Dataset::open(&path).unwrap();
+    let (l1, shape1) = ds.read_slice::<f32>("amp", 1, &[(0, 3)], Order::C).unwrap();
+    assert_eq!(shape1, [16, 16]);
+    let (r, s) = halve_f32(&data, &shape, &[true; 3], true);
+    assert_eq!(l1, extract(&r, &s, &[3, 0, 0], &[1, 16, 16], &[1, 1, 1], false));
+    let e = ds.read_slice::<f32>("amp", 0, &[(0, 3)], Order::C).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+}
+
+#[test]
+fn layers_are_updated_at_commit_and_dropped_by_rollback() {
+    let dir = Scratch::new("pending");
+    let shape = [16u64, 12];
+    let (path, mut b) = builder(&dir, "v.vds", &shape);
+    b.variable(VariableBuilder::new("v", DType::Int16, &["a0", "a1"]).chunk(&[4, 4]).partitioning(&[1, 12]).levels_of_detail(
+        2,
+        &["a1"],
+        LodMethod::Nearest,
+    ));
+    let mut ds = b.create(&path).unwrap();
+    let data: Vec<i16> = (0..16 * 12).map(|i| i as i16).collect();
+    ds.write("v", &Region::full(&shape).unwrap(), Order::C, &data).unwrap();
+    // Before the commit, level 0 reads come from the first partitioning, which has the data.
+    let got: Vec<i16> = ds.read_vec("v", &Region::new(&[2, 0], &[1, 12]).unwrap(), Order::C).unwrap();
+    assert_eq!(got, data[24..36]);
+    ds.update_layers().unwrap();
+    let mut l1 = vec![0i16; 16 * 6];
+    ds.read_lod("v", 1, Some(1), &Region::full(&[16, 6]).unwrap(), Order::C, &mut l1).unwrap();
+    assert_eq!(l1[6 * 3 + 2], data[12 * 3 + 4], "nearest takes the first of each pair");
+    ds.commit().unwrap();
+    ds.write("v", &Region::new(&[0, 0], &[1, 1]).unwrap(), Order::C, &[-1i16]).unwrap();
+    ds.rollback().unwrap();
+    ds.write("v", &Region::new(&[5, 6], &[1, 1]).unwrap(), Order::C, &[-7i16]).unwrap();
+    ds.close().unwrap();
+    let ds = Dataset::open(&path).unwrap();
+    let mut l1 = vec![0i16; 16 * 6];
+    ds.read_lod("v", 1, Some(1), &Region::full(&[16, 6]).unwrap(), Order::C, &mut l1).unwrap();
+    assert_eq!(l1[0], 0, "the rolled-back write reached no layer");
+    assert_eq!(l1[5 * 6 + 3], -7, "the committed write reached level 1 of the tiles");
+    let desc: vds::serde_json::Value = vds::serde_json::from_str(&ds.descriptor_json()).unwrap();
+    assert_eq!(desc["features"]["ro_compat"], vds::serde_json::json!(["levels_of_detail", "partitionings"]));
+    assert_eq!(desc["version"], vds::serde_json::json!([1, 1]));
+}
