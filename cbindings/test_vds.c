@@ -601,6 +601,114 @@ static void test_calls_during_thread_teardown(void) {
     pthread_key_delete(teardown_key);
 }
 
+/* A builder of a 16 x 12 x 10 float volume "amp" in 4^3 bricks. */
+static vds_builder *layers_builder(void) {
+    vds_builder *b = NULL;
+    const char *axes[3] = {"inline", "crossline", "time"};
+    uint64_t brick[3] = {4, 4, 4};
+    OK(vds_builder_new(&b));
+    OK(vds_builder_add_axis(b, "inline", 16, NULL, 0.0, 15.0));
+    OK(vds_builder_add_axis(b, "crossline", 12, NULL, 0.0, 11.0));
+    OK(vds_builder_add_axis(b, "time", 10, "ms", 0.0, 36.0));
+    OK(vds_builder_add_variable(b, "amp", VDS_FLOAT32, axes, 3, brick));
+    OK(vds_builder_set_overwrite(b, true));
+    return b;
+}
+
+/* Levels of detail and 2-D tiles: the volume of layers_builder plus tiles
+ * across the last two axes, 3 levels over every axis. */
+static void test_layers(void) {
+    vds_builder *b = NULL;
+    vds_dataset *ds = NULL;
+    const char *some[2] = {"crossline", "nope"};
+    uint64_t tile[3] = {1, 12, 10}, bad_tile[3] = {0, 12, 10};
+    uint64_t start[3] = {0, 0, 0}, shape[3] = {16, 12, 10}, plane[2] = {0, 0};
+    size_t fixed_axes[1] = {0}, twice[2] = {0, 0};
+    uint64_t fixed_index[1] = {5}, twice_index[2] = {1, 2};
+    static float data[16 * 12 * 10], got[16 * 12 * 10], tiles[12 * 10], bricks[12 * 10], level1[8 * 6 * 5];
+    uint64_t before = 0, after_tiles = 0, after_bricks = 0;
+    vds_layer_info info;
+    char name[64];
+    size_t needed = 0;
+    int i, ok_all = 1;
+    for (i = 0; i < 16 * 12 * 10; i++) data[i] = (float)(i % 97) * 0.5f - 20.0f;
+
+    b = layers_builder();
+    EXPECT(vds_builder_set_lods(b, "amp", 3, NULL, 0, 7), VDS_ERR_INVALID_ARGUMENT, "not a vds_lod_method");
+    EXPECT(vds_builder_set_lods(b, "nope", 3, NULL, 0, VDS_LOD_AVERAGE), VDS_ERR_NOT_FOUND, "no variable named");
+    EXPECT(vds_builder_add_partitioning(b, "amp", NULL, 3), VDS_ERR_NULL_POINTER, "chunk");
+    EXPECT(vds_builder_add_partitioning(b, "amp", tile, 0), VDS_ERR_INVALID_ARGUMENT, "ndim is 0");
+    /* Unknown lod axis and a zero extent are refused at create. */
+    OK(vds_builder_set_lods(b, "amp", 3, some, 2, VDS_LOD_AVERAGE));
+    EXPECT(vds_builder_create(b, path_in("layers.vds"), &ds), VDS_ERR_INVALID_ARGUMENT, "\"nope\" is not one of its axes");
+    OK(vds_builder_set_lods(b, "amp", 3, NULL, 0, VDS_LOD_AVERAGE));
+    OK(vds_builder_add_partitioning(b, "amp", bad_tile, 3));
+    EXPECT(vds_builder_create(b, path_in("layers.vds"), &ds), VDS_ERR_INVALID_ARGUMENT, "partitioning");
+    OK(vds_builder_free(b));
+    b = layers_builder();
+    OK(vds_builder_set_lods(b, "amp", 3, NULL, 0, VDS_LOD_AVERAGE));
+    OK(vds_builder_add_partitioning(b, "amp", tile, 3));
+    OK(vds_builder_create(b, path_in("layers.vds"), &ds));
+    OK(vds_builder_free(b));
+    if (!ds) return;
+    OK(vds_write(ds, 0, VDS_FLOAT32, start, shape, NULL, 3, VDS_ORDER_C, (const uint8_t *)data, sizeof data));
+    OK(vds_update_layers(ds));
+    OK(vds_close(ds));
+
+    OK(vds_open(path_in("layers.vds"), VDS_OPEN_READ, &ds));
+    OK(vds_get_layer_info(ds, 0, 1, 1, &info));
+    CHECK(info.levels == 3 && info.partitionings == 2 && info.ndim == 3);
+    CHECK(info.shape[0] == 8 && info.shape[1] == 6 && info.shape[2] == 5);
+    CHECK(info.chunk[0] == 1 && info.chunk[1] == 12 && info.chunk[2] == 10);
+    CHECK(info.halved[0] && info.halved[1] && info.halved[2]);
+    EXPECT(vds_get_layer_info(ds, 0, 3, 0, &info), VDS_ERR_OUT_OF_RANGE, "level(s) of detail");
+    EXPECT(vds_get_layer_info(ds, 0, 0, 2, &info), VDS_ERR_OUT_OF_RANGE, "partitioning(s)");
+    EXPECT(vds_get_layer_info(ds, 0, 0, 0, NULL), VDS_ERR_NULL_POINTER, "out_info");
+    OK(vds_layer_name(ds, 0, 2, 1, name, sizeof name, &needed));
+    CHECK(strcmp(name, "Dimensions_01LOD2") == 0 && needed == strlen("Dimensions_01LOD2") + 1);
+    EXPECT(vds_layer_name(ds, 0, 0, 0, name, 3, &needed), VDS_ERR_BUFFER_TOO_SMALL, "");
+
+    /* Level 0 from either partitioning equals the data. */
+    OK(vds_read_lod(ds, 0, VDS_FLOAT32, 0, 1, start, shape, NULL, 3, VDS_ORDER_C, (uint8_t *)got, sizeof got));
+    for (i = 0; i < 16 * 12 * 10; i++) ok_all &= got[i] == data[i];
+    CHECK(ok_all);
+    /* Level 1, sample (0, 0, 0): the mean of the 2 x 2 x 2 block, pair by pair. */
+    shape[0] = 8; shape[1] = 6; shape[2] = 5;
+    OK(vds_read_lod(ds, 0, VDS_FLOAT32, 1, -1, start, shape, NULL, 3, VDS_ORDER_C, (uint8_t *)level1, sizeof level1));
+    {
+        float a00 = (float)(((double)data[0] + (double)data[120]) / 2.0), a01 = (float)(((double)data[1] + (double)data[121]) / 2.0);
+        float a10 = (float)(((double)data[10] + (double)data[130]) / 2.0), a11 = (float)(((double)data[11] + (double)data[131]) / 2.0);
+        float b0 = (float)(((double)a00 + (double)a10) / 2.0), b1 = (float)(((double)a01 + (double)a11) / 2.0);
+        CHECK(level1[0] == (float)(((double)b0 + (double)b1) / 2.0));
+    }
+    EXPECT(vds_read_lod(ds, 0, VDS_FLOAT32, 3, -1, start, shape, NULL, 3, VDS_ORDER_C, (uint8_t *)level1, sizeof level1), VDS_ERR_OUT_OF_RANGE, "level 3 does not exist");
+    EXPECT(vds_read_lod(ds, 0, VDS_FLOAT32, 1, 2, start, shape, NULL, 3, VDS_ORDER_C, (uint8_t *)level1, sizeof level1), VDS_ERR_OUT_OF_RANGE, "2 does not exist");
+    EXPECT(vds_read_lod(ds, 0, VDS_FLOAT32, 1, 300, start, shape, NULL, 3, VDS_ORDER_C, (uint8_t *)level1, sizeof level1), VDS_ERR_OUT_OF_RANGE, "300 does not exist");
+    EXPECT(vds_read_lod(ds, 0, VDS_INT8, 1, -1, start, shape, NULL, 3, VDS_ORDER_C, (uint8_t *)level1, sizeof level1), VDS_ERR_TYPE_MISMATCH, "holds float32");
+    EXPECT(vds_read_lod(ds, 0, VDS_FLOAT32, 1, -1, start, shape, NULL, 3, VDS_ORDER_C, NULL, sizeof level1), VDS_ERR_NULL_POINTER, "buf");
+
+    /* An inline slice from tiles equals the same plane from bricks, and reads a tenth of the bytes. */
+    OK(vds_stored_bytes_read(ds, &before));
+    OK(vds_read_slice(ds, 0, VDS_FLOAT32, 0, fixed_axes, fixed_index, 1, VDS_ORDER_C, (uint8_t *)tiles, sizeof tiles, plane));
+    OK(vds_stored_bytes_read(ds, &after_tiles));
+    CHECK(plane[0] == 12 && plane[1] == 10);
+    start[0] = 5; shape[0] = 1; shape[1] = 12; shape[2] = 10;
+    OK(vds_read_lod(ds, 0, VDS_FLOAT32, 0, 0, start, shape, NULL, 3, VDS_ORDER_C, (uint8_t *)bricks, sizeof bricks));
+    OK(vds_stored_bytes_read(ds, &after_bricks));
+    CHECK(memcmp(tiles, bricks, sizeof tiles) == 0);
+    CHECK(tiles[13] == data[5 * 120 + 13]);
+    CHECK(after_tiles - before == sizeof tiles);
+    CHECK(after_bricks - after_tiles >= 4 * (after_tiles - before));
+    EXPECT(vds_read_slice(ds, 0, VDS_FLOAT32, 0, twice, twice_index, 2, VDS_ORDER_C, (uint8_t *)tiles, sizeof tiles, plane), VDS_ERR_INVALID_ARGUMENT, "fixed twice");
+    EXPECT(vds_read_slice(ds, 0, VDS_FLOAT32, 0, NULL, NULL, 0, VDS_ORDER_C, (uint8_t *)tiles, sizeof tiles, plane), VDS_ERR_INVALID_ARGUMENT, "leaves 3 of 3");
+    EXPECT(vds_read_slice(ds, 0, VDS_FLOAT32, 0, fixed_axes, fixed_index, 1, VDS_ORDER_C, (uint8_t *)tiles, sizeof tiles, NULL), VDS_ERR_NULL_POINTER, "out_shape");
+    EXPECT(vds_read_slice(ds, 0, VDS_FLOAT32, 0, fixed_axes, fixed_index, 1, VDS_ORDER_C, (uint8_t *)tiles, 8, plane), VDS_ERR_BUFFER_TOO_SMALL, "buffer");
+    EXPECT(vds_update_layers(ds), VDS_ERR_READ_ONLY, "read-only");
+    EXPECT(vds_stored_bytes_read(ds, NULL), VDS_ERR_NULL_POINTER, "out_bytes");
+    OK(vds_close(ds));
+    EXPECT(vds_stored_bytes_read(ds, &before), VDS_ERR_BAD_HANDLE, "");
+}
+
 int main(int argc, char **argv) {
     vds_dataset *ds;
     char path[1200];
@@ -624,6 +732,7 @@ int main(int argc, char **argv) {
     test_overflowing_lengths();
     test_reopen_lock_and_handles(path);
     test_damaged_files(path);
+    test_layers();
 
     if (failures) {
         fprintf(stderr, "vds C test: %d of %d checks failed\n", failures, checks);

@@ -343,6 +343,32 @@ typedef int32_t vds_compression;
 #endif // __cplusplus
 
 /**
+ * How a level of detail is computed from the level below.
+ */
+enum vds_lod_method
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * The mean of the pair (floats in double precision, integers rounded
+   * half away from zero). Not for bool.
+   */
+  VDS_LOD_AVERAGE = 0,
+  /**
+   * The first of the pair (decimation), for classes and masks.
+   */
+  VDS_LOD_NEAREST = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum vds_lod_method vds_lod_method;
+#else
+typedef int32_t vds_lod_method;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * A description of a container to create. Made by `vds_builder_new`, freed
  * by `vds_builder_free`. A builder may be used by one thread at a time.
  */
@@ -447,6 +473,36 @@ typedef struct vds_stats {
    */
   uint64_t file_bytes;
 } vds_stats;
+
+/**
+ * One stored layer of a variable, as returned by `vds_get_layer_info`.
+ */
+typedef struct vds_layer_info {
+  /**
+   * Levels of detail of the variable (1: level 0 only).
+   */
+  uint32_t levels;
+  /**
+   * Partitionings of the variable (1: its own chunk shape only).
+   */
+  uint32_t partitionings;
+  /**
+   * Number of dimensions.
+   */
+  size_t ndim;
+  /**
+   * Extent of this level along each dimension.
+   */
+  uint64_t shape[VDS_MAX_DIMS];
+  /**
+   * Chunk extent of this partitioning along each dimension.
+   */
+  uint64_t chunk[VDS_MAX_DIMS];
+  /**
+   * Whether levels of detail halve each dimension.
+   */
+  bool halved[VDS_MAX_DIMS];
+} vds_layer_info;
 
 #ifdef __cplusplus
 extern "C" {
@@ -873,6 +929,134 @@ vds_status vds_write(struct vds_dataset *ds,
                      int32_t order,
                      const uint8_t *buf,
                      size_t buf_len);
+
+/**
+ * Keeps `levels` levels of detail of variable `var` (1 to 16; level 0 is
+ * the data): level k halves each of the `naxes` axes named in `axes`
+ * (`naxes` 0 and `axes` NULL: every axis) k times, ceil(n / 2^k) samples.
+ * `method` is a `vds_lod_method`. The levels are computed at each commit
+ * from the regions written since the last.
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+ * `VDS_ERR_NOT_FOUND` (no such variable), `VDS_ERR_INVALID_ARGUMENT`
+ * (unknown method, more than 8 axes, bad UTF-8). Axis names and the level
+ * count are checked by `vds_builder_create`.
+ */
+vds_status vds_builder_set_lods(struct vds_builder *b,
+                                const char *var,
+                                uint32_t levels,
+                                const char *const *axes,
+                                size_t naxes,
+                                int32_t method);
+
+/**
+ * Stores variable `var` once more in chunks of `chunk[0..ndim]` (one
+ * extent per axis of the variable): for instance 2-D tiles {1, 256, 256}
+ * next to 3-D bricks. Every layer is brought up to date at commit.
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+ * `VDS_ERR_NOT_FOUND`, `VDS_ERR_INVALID_ARGUMENT` (`ndim` 0 or above 8).
+ * The shape is checked by `vds_builder_create`.
+ */
+vds_status vds_builder_add_partitioning(struct vds_builder *b,
+                                        const char *var,
+                                        const uint64_t *chunk,
+                                        size_t ndim);
+
+/**
+ * Stores what layer (`lod`, `partitioning`) of variable `var` is in `*out_info`.
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+ * `VDS_ERR_OUT_OF_RANGE` (variable, level or partitioning).
+ */
+vds_status vds_get_layer_info(const struct vds_dataset *ds,
+                              size_t var,
+                              uint32_t lod,
+                              uint32_t partitioning,
+                              struct vds_layer_info *out_info);
+
+/**
+ * Copies the OpenVDS-style name of a layer (`Dimensions_012LOD0`, with the
+ * variable's name prepended for variables other than the first), like
+ * `vds_axis_name`.
+ *
+ * Returns as `vds_axis_name`, and `VDS_ERR_OUT_OF_RANGE`.
+ */
+vds_status vds_layer_name(const struct vds_dataset *ds,
+                          size_t var,
+                          uint32_t lod,
+                          uint32_t partitioning,
+                          char *buf,
+                          size_t cap,
+                          size_t *needed);
+
+/**
+ * Reads a region of level of detail `lod` of variable `var`, in that
+ * level's coordinates, from `partitioning`, or (`partitioning` -1) from
+ * the partitioning that reads the fewest bytes. Arguments otherwise as
+ * `vds_read`. A read at level k touches only level-k chunks.
+ *
+ * Returns as `vds_read`, and `VDS_ERR_OUT_OF_RANGE` for a level or
+ * partitioning the variable does not have.
+ *
+ * Thread safety: as `vds_read`.
+ */
+vds_status vds_read_lod(const struct vds_dataset *ds,
+                        size_t var,
+                        int32_t dtype,
+                        uint32_t lod,
+                        int32_t partitioning,
+                        const uint64_t *start,
+                        const uint64_t *shape,
+                        const uint64_t *step,
+                        size_t ndim,
+                        int32_t order,
+                        uint8_t *buf,
+                        size_t buf_len);
+
+/**
+ * One axis-aligned 2-D plane of level `lod` of variable `var`: the
+ * `nfixed` axes in `fixed_axes` (positions among the variable's axes) are
+ * held at `fixed_index` (in that level's samples) and the two axes left run
+ * whole. `buf` (`buf_len` bytes of `dtype`) receives the plane in `order`;
+ * `out_shape[0..2]` its extents along the two free axes, slower first.
+ * Reads from the partitioning that reads the fewest bytes (2-D tiles
+ * across the plane when there are some).
+ *
+ * Returns as `vds_read_lod`; `VDS_ERR_INVALID_ARGUMENT` unless exactly two
+ * axes are left free.
+ */
+vds_status vds_read_slice(const struct vds_dataset *ds,
+                          size_t var,
+                          int32_t dtype,
+                          uint32_t lod,
+                          const size_t *fixed_axes,
+                          const uint64_t *fixed_index,
+                          size_t nfixed,
+                          int32_t order,
+                          uint8_t *buf,
+                          size_t buf_len,
+                          uint64_t *out_shape);
+
+/**
+ * Computes the levels of detail and other partitionings of every region
+ * written since the last commit, so that they can be read before
+ * committing. `vds_commit` does this first.
+ *
+ * Returns `VDS_OK`, `VDS_ERR_BAD_HANDLE`, `VDS_ERR_READ_ONLY`, `VDS_ERR_POISONED`, `VDS_ERR_IO`.
+ *
+ * Thread safety: takes the handle exclusively.
+ */
+vds_status vds_update_layers(struct vds_dataset *ds);
+
+/**
+ * Stores in `*out_bytes` how many stored chunk bytes the handle has read
+ * from its files since it was opened (chunks served by the chunk cache do
+ * not count): what reads cost in I/O.
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`.
+ */
+vds_status vds_stored_bytes_read(const struct vds_dataset *ds, uint64_t *out_bytes);
 
 #ifdef __cplusplus
 }  // extern "C"

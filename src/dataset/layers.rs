@@ -249,15 +249,42 @@ impl Dataset {
     ) -> Result<(Vec<T>, [u64; 2])> {
         let v = var.index_in(self)?;
         self.check_type(v, T::DTYPE)?;
+        let (region, plane) = self.slice_region(v, lod, fixed)?;
+        let elems = wire::to_usize(plane[0].saturating_mul(plane[1]), "slice element count")?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(elems)
+            .map_err(|_| Error::new(ErrorKind::OutOfMemory, format!("cannot allocate a slice of {elems} values")))?;
+        out.resize(elems, T::default());
+        self.read_lod(v, lod, None, &region, order, &mut out)?;
+        Ok((out, plane))
+    }
+
+    /// [`Dataset::read_slice`] into a caller's buffer of raw bytes (native
+    /// byte order, one byte per bool), which must hold the plane exactly.
+    /// Returns the plane's shape.
+    ///
+    /// # Errors
+    /// As [`Dataset::read_slice`], and `BufferTooSmall` / `InvalidArgument`
+    /// for a buffer of the wrong size.
+    pub fn read_slice_bytes(&self, var: impl VarRef, lod: u8, fixed: &[(usize, u64)], order: Order, out: &mut [u8]) -> Result<[u64; 2]> {
+        let v = var.index_in(self)?;
+        let (region, plane) = self.slice_region(v, lod, fixed)?;
+        self.read_lod_bytes(v, lod, None, &region, order, out)?;
+        Ok(plane)
+    }
+
+    /// The region of a slice and the shape of its plane.
+    fn slice_region(&self, v: usize, lod: u8, fixed: &[(usize, u64)]) -> Result<(Region, [u64; 2])> {
         let shape = self.vars[v]
             .lod_shape(lod)
             .ok_or_else(|| Error::new(ErrorKind::OutOfRange, format!("variable {:?} has no level of detail {lod}", self.vars[v].name)))?;
         let n = shape.len();
         let mut start = vec![0u64; n];
         let mut count = shape.clone();
+        let mut is_fixed = vec![false; n];
         for &(axis, index) in fixed {
-            if axis >= n || count[axis] == 1 && start[axis] != 0 {
-                return Err(invalid(format!("axis {axis} is not an axis of the variable, or is fixed twice")));
+            if axis >= n || std::mem::replace(&mut is_fixed[axis], true) {
+                return Err(invalid(format!("axis {axis} is not one of the variable's {n} axes, or is fixed twice")));
             }
             if index >= shape[axis] {
                 return Err(Error::new(ErrorKind::OutOfRange, format!("index {index} is outside axis {axis} (0 to {})", shape[axis] - 1)));
@@ -265,18 +292,11 @@ impl Dataset {
             start[axis] = index;
             count[axis] = 1;
         }
-        let free: Vec<usize> = (0..n).filter(|&d| !fixed.iter().any(|&(a, _)| a == d)).collect();
+        let free: Vec<usize> = (0..n).filter(|&d| !is_fixed[d]).collect();
         if free.len() != 2 {
             return Err(invalid(format!("a slice leaves two axes free; this one leaves {} of {n}", free.len())));
         }
-        let region = Region::new(&start, &count)?;
-        let elems = wire::to_usize(count.iter().product(), "slice element count")?;
-        let mut out = Vec::new();
-        out.try_reserve_exact(elems)
-            .map_err(|_| Error::new(ErrorKind::OutOfMemory, format!("cannot allocate a slice of {elems} values")))?;
-        out.resize(elems, T::default());
-        self.read_lod(v, lod, None, &region, order, &mut out)?;
-        Ok((out, [shape[free[0]], shape[free[1]]]))
+        Ok((Region::new(&start, &count)?, [shape[free[0]], shape[free[1]]]))
     }
 }
 

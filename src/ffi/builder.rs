@@ -33,7 +33,7 @@ fn builder(b: *const vds_builder) -> FfiResult<Arc<Mutex<DatasetBuilder>>> {
 }
 
 /// Runs `f` on the builder's variable named `var`.
-fn with_variable(b: *mut vds_builder, var: &str, f: impl FnOnce(&mut VariableBuilder) -> FfiResult) -> FfiResult {
+pub(crate) fn with_variable(b: *mut vds_builder, var: &str, f: impl FnOnce(&mut VariableBuilder) -> FfiResult) -> FfiResult {
     let b = builder(b)?;
     let mut b = b.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     match b.variable_mut(var) {

@@ -158,19 +158,19 @@ impl DatasetObj {
     pub(crate) fn new(ds: Dataset) -> DatasetObj {
         DatasetObj { ds: RwLock::new(ds) }
     }
-    fn read(&self) -> FfiResult<RwLockReadGuard<'_, Dataset>> {
+    pub(crate) fn read(&self) -> FfiResult<RwLockReadGuard<'_, Dataset>> {
         self.ds
             .read()
             .map_err(|_| Fail(vds_status::VDS_ERR_POISONED, "an earlier call on this handle failed inside libvds; close it".into()))
     }
-    fn write(&self) -> FfiResult<RwLockWriteGuard<'_, Dataset>> {
+    pub(crate) fn write(&self) -> FfiResult<RwLockWriteGuard<'_, Dataset>> {
         self.ds
             .write()
             .map_err(|_| Fail(vds_status::VDS_ERR_POISONED, "an earlier call on this handle failed inside libvds; close it".into()))
     }
 }
 
-fn dataset(ds: *const vds_dataset) -> FfiResult<Arc<DatasetObj>> {
+pub(crate) fn dataset(ds: *const vds_dataset) -> FfiResult<Arc<DatasetObj>> {
     match lookup(ds as usize, "dataset")? {
         Object::Dataset(d) => Ok(d),
         other => fail(vds_status::VDS_ERR_BAD_HANDLE, format!("the dataset argument is {}, not a vds_dataset", kind_name(&other))),
@@ -196,7 +196,7 @@ pub(crate) fn durability_from_c(d: i32) -> FfiResult<Durability> {
     }
 }
 
-fn order_from_c(o: i32) -> FfiResult<Order> {
+pub(crate) fn order_from_c(o: i32) -> FfiResult<Order> {
     match o {
         0 => Ok(Order::C),
         1 => Ok(Order::Fortran),
@@ -462,7 +462,7 @@ pub unsafe extern "C" fn vds_variable_find(ds: *const vds_dataset, name: *const 
     })
 }
 
-fn variable(ds: &Dataset, index: usize) -> FfiResult<&crate::Variable> {
+pub(crate) fn variable(ds: &Dataset, index: usize) -> FfiResult<&crate::Variable> {
     ds.variables().get(index).ok_or_else(|| {
         Fail(vds_status::VDS_ERR_OUT_OF_RANGE, format!("variable index {index} is beyond the {} variables", ds.variables().len()))
     })
@@ -675,7 +675,7 @@ pub unsafe extern "C" fn vds_get_stats(ds: *const vds_dataset, out_stats: *mut v
 }
 
 /// Builds a region from C arrays of `ndim` values (`step` may be NULL for all 1).
-unsafe fn region(start: *const u64, shape: *const u64, step: *const u64, ndim: usize) -> FfiResult<Region> {
+pub(crate) unsafe fn region(start: *const u64, shape: *const u64, step: *const u64, ndim: usize) -> FfiResult<Region> {
     if ndim == 0 {
         return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, "ndim is 0");
     }
@@ -689,7 +689,7 @@ unsafe fn region(start: *const u64, shape: *const u64, step: *const u64, ndim: u
     Ok(r.with_step(unsafe { arg_slice(step, ndim, MAX_DIMS, "step")? })?)
 }
 
-fn check_dtype(d: &Dataset, var: usize, dtype: i32) -> FfiResult {
+pub(crate) fn check_dtype(d: &Dataset, var: usize, dtype: i32) -> FfiResult {
     let v = variable(d, var)?;
     let want = dtype_from_c(dtype)?;
     if v.dtype() != want {
@@ -726,22 +726,43 @@ pub unsafe extern "C" fn vds_read(
     buf_len: usize,
 ) -> vds_status {
     ffi_boundary!("vds_read", {
-        let obj = dataset(ds)?;
-        let d = obj.read()?;
-        check_dtype(&d, var, dtype)?;
-        let order = order_from_c(order)?;
-        // SAFETY: the caller promises `ndim` values in each array.
-        let r = unsafe { region(start, shape, step, ndim)? };
-        if buf.is_null() {
-            return fail(vds_status::VDS_ERR_NULL_POINTER, "buf is NULL");
-        }
-        super::check_len::<u8>(buf_len, "buf")?;
-        // SAFETY: the caller promises `buf_len` writable bytes at `buf` (at most isize::MAX); any
-        // byte pattern is valid for u8, and for bool the library writes only 0 or 1.
-        let out = unsafe { std::slice::from_raw_parts_mut(buf, buf_len) };
-        d.read_bytes(var, &r, order, out)?;
-        Ok(())
+        // SAFETY: forwarded from the caller.
+        unsafe { read_region(ds, var, dtype, (start, shape, step, ndim), order, buf, buf_len, 0, None) }
     })
+}
+
+/// The body of `vds_read` and `vds_read_lod`: a region of level `lod` from
+/// `partitioning` (None: the cheapest).
+///
+/// # Safety
+/// As `vds_read`: `ndim` values in each array of `region`, `buf_len` writable bytes at `buf`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn read_region(
+    ds: *const vds_dataset,
+    var: usize,
+    dtype: i32,
+    (start, shape, step, ndim): (*const u64, *const u64, *const u64, usize),
+    order: i32,
+    buf: *mut u8,
+    buf_len: usize,
+    lod: u8,
+    partitioning: Option<u8>,
+) -> FfiResult {
+    let obj = dataset(ds)?;
+    let d = obj.read()?;
+    check_dtype(&d, var, dtype)?;
+    let order = order_from_c(order)?;
+    // SAFETY: the caller promises `ndim` values in each array.
+    let r = unsafe { region(start, shape, step, ndim)? };
+    if buf.is_null() {
+        return fail(vds_status::VDS_ERR_NULL_POINTER, "buf is NULL");
+    }
+    super::check_len::<u8>(buf_len, "buf")?;
+    // SAFETY: the caller promises `buf_len` writable bytes at `buf` (at most isize::MAX); any
+    // byte pattern is valid for u8, and for bool the library writes only 0 or 1.
+    let out = unsafe { std::slice::from_raw_parts_mut(buf, buf_len) };
+    d.read_lod_bytes(var, lod, partitioning, &r, order, out)?;
+    Ok(())
 }
 
 /// Writes a region of variable `var` from `buf`, laid out as for `vds_read`

@@ -20,9 +20,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 mod builder;
 mod dataset;
+mod layers;
 
 pub use builder::*;
 pub use dataset::*;
+pub use layers::*;
 
 /// Status codes returned by every libvds function. `VDS_OK` is 0; values are
 /// never renumbered or reused. `vds_last_error_message()` explains the
