@@ -5,16 +5,17 @@ use crate::cache::{ChunkCache, ChunkId};
 use crate::codec;
 use crate::commit::{build_head, choose_slot, CommitSlot, SLOT_SIZE};
 use crate::error::{invalid, Error, ErrorKind, Result};
+use crate::hash::xxh64;
 use crate::index::{self, Entry, Key, PageReader, PageWriter, DEFAULT_PAGE};
 use crate::spec::{
     check_name, check_slot_name, version_line, Axis, AxisJson, Codec, CodecJson, DType, DescriptorJson, FeaturesJson, LodJson, LodMethod,
-    PartitioningJson, Scalar, SlotJson, Variable, VariableJson, FEATURE_LOD, FEATURE_PARTITIONINGS, FORMAT_MAJOR, FORMAT_MINOR,
-    MAX_DESCRIPTOR_BYTES,
+    PartitioningJson, Scalar, SlotJson, Variable, VariableJson, FEATURE_CHUNK_HASHES, FEATURE_LOD, FEATURE_PARTITIONINGS, FORMAT_MAJOR,
+    FORMAT_MINOR, MAX_DESCRIPTOR_BYTES,
 };
 use crate::storage::{FileStorage, Storage};
 use crate::wire::{self, crc32};
 use serde_json::{Map, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions as FsOpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -357,7 +358,7 @@ impl DatasetBuilder {
         let variables = self.variables.iter().map(|v| v.to_json(&self.axes)).collect::<Result<Vec<_>>>()?;
         // Readers that do not know levels of detail or partitionings read
         // level 0 of the first partitioning correctly, but must not write.
-        let mut features = FeaturesJson::default();
+        let mut features = FeaturesJson { compat: vec![FEATURE_CHUNK_HASHES.into()], ..FeaturesJson::default() };
         if variables.iter().any(|v| v.lod.is_some()) {
             features.ro_compat.push(FEATURE_LOD.into());
         }
@@ -525,6 +526,10 @@ pub struct Dataset {
     cache: Mutex<ChunkCache>,
     /// Stored chunk bytes read from files (not from the cache) since open.
     bytes_read: std::sync::atomic::AtomicU64,
+    /// Whether identical stored chunks share their bytes.
+    dedup_enabled: bool,
+    /// Stored chunks by (XXH64, length, codec byte), built on the first write.
+    dedup: Option<HashMap<(u64, u32, u8), Entry>>,
 }
 
 /// The default of [`Dataset::set_cache_size`]: 64 MiB.
@@ -641,6 +646,8 @@ impl Dataset {
             allow_external_paths: false,
             cache: Mutex::new(ChunkCache::new(DEFAULT_CACHE_BYTES as usize)),
             bytes_read: std::sync::atomic::AtomicU64::new(0),
+            dedup_enabled: true,
+            dedup: None,
         }
     }
 
@@ -926,7 +933,7 @@ impl Dataset {
     /// exactly one chunk), checking its CRC32 in place: no intermediate copy.
     /// Returns whether it did.
     fn read_direct(&self, var: &Variable, coords: &[u64], plan: &ChunkPlan, entry: Entry, out: &mut [u8]) -> Result<bool> {
-        let Entry::Stored { codec: codec::CODEC_NONE, slot, offset, length, crc } = entry else { return Ok(false) };
+        let Entry::Stored { codec: codec::CODEC_NONE, slot, offset, length, crc, hash } = entry else { return Ok(false) };
         let bytes = var.chunk_elems * var.esize();
         // The stored form is the memory form only for multi-byte little-endian or byte data, not for bits.
         let same_form = var.dtype != DType::Bool && (cfg!(target_endian = "little") || var.esize() == 1);
@@ -950,13 +957,15 @@ impl Dataset {
         storage.read_at(offset, dst).map_err(|e| Error::io(format!("reading chunk {coords:?} of variable {:?}", var.name), e))?;
         self.count_read(length);
         let computed = crc32(dst);
-        if computed != crc {
-            return Err(Error::corrupt(
-                format!("chunk {coords:?} of variable {:?}", var.name),
-                slot,
-                offset,
-                format!("CRC32 mismatch (stored {crc:#010x}, computed {computed:#010x})"),
-            ));
+        let mismatch = if computed != crc {
+            Some(format!("CRC32 mismatch (stored {crc:#010x}, computed {computed:#010x})"))
+        } else if hash != 0 && self.records_hashes() && xxh64(dst) != hash {
+            Some(format!("XXH64 mismatch (stored {hash:#018x}, computed {:#018x})", xxh64(dst)))
+        } else {
+            None
+        };
+        if let Some(detail) = mismatch {
+            return Err(Error::corrupt(format!("chunk {coords:?} of variable {:?}", var.name), slot, offset, detail));
         }
         Ok(true)
     }
@@ -1081,7 +1090,7 @@ impl Dataset {
 
     /// The decoded contents of a stored chunk, from the cache or the file.
     fn chunk_data(&self, var: &Variable, coords: &[u64], entry: Entry) -> Result<Arc<Vec<u8>>> {
-        let Entry::Stored { codec, slot, offset, length, crc } = entry else {
+        let Entry::Stored { slot, offset, length, crc, .. } = entry else {
             return Err(Error::new(ErrorKind::Internal, "chunk_data on an entry that is not stored"));
         };
         let id: ChunkId = (slot, offset, length, crc);
@@ -1089,7 +1098,7 @@ impl Dataset {
             return Ok(c);
         }
         let mut buf = Vec::new();
-        self.load_stored(var, coords, codec, slot, offset, length, crc, &mut buf)?;
+        self.load_stored(var, coords, entry, &mut buf)?;
         let data = Arc::new(buf);
         self.cache_lock().insert(id, data.clone());
         Ok(data)
@@ -1108,26 +1117,16 @@ impl Dataset {
         match self.entry(&chunk_key(var, coords))? {
             None | Some(Entry::Fill) => fill_chunk(var, &var.fill, buf),
             Some(Entry::Constant { value }) => fill_chunk(var, &constant_native(var, &value, coords)?, buf),
-            Some(Entry::Stored { codec, slot, offset, length, crc }) => {
-                self.load_stored(var, coords, codec, slot, offset, length, crc, buf)?
-            }
+            Some(e @ Entry::Stored { .. }) => self.load_stored(var, coords, e, buf)?,
         }
         Ok(())
     }
 
-    /// Reads, checks and decodes a stored chunk into `buf`.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn load_stored(
-        &self,
-        var: &Variable,
-        coords: &[u64],
-        codec: u8,
-        slot: u16,
-        offset: u64,
-        length: u32,
-        crc: u32,
-        buf: &mut Vec<u8>,
-    ) -> Result<()> {
+    /// Reads, checks (CRC32, and XXH64 when recorded) and decodes a stored chunk into `buf`.
+    pub(crate) fn load_stored(&self, var: &Variable, coords: &[u64], entry: Entry, buf: &mut Vec<u8>) -> Result<()> {
+        let Entry::Stored { codec, slot, offset, length, crc, hash } = entry else {
+            return Err(Error::new(ErrorKind::Internal, "load_stored on an entry that is not stored"));
+        };
         let object = || format!("chunk {coords:?} of variable {:?}", var.name);
         let bad = |detail: String| Error::corrupt(object(), slot, offset, detail);
         // Everything the entry claims is checked before memory is allocated for
@@ -1171,6 +1170,9 @@ impl Dataset {
         let computed = crc32(target);
         if computed != crc {
             return Err(bad(format!("CRC32 mismatch (stored {crc:#010x}, computed {computed:#010x})")));
+        }
+        if hash != 0 && self.records_hashes() && xxh64(target) != hash {
+            return Err(bad(format!("XXH64 mismatch (stored {hash:#018x}, computed {:#018x})", xxh64(target))));
         }
         if in_place {
             return Ok(());
@@ -1268,11 +1270,18 @@ impl Dataset {
     }
 
     /// Writes a prepared chunk's bytes (if any) and returns its index entry.
+    /// A chunk whose stored bytes equal those of a chunk already in the file
+    /// (same XXH64, length, codec and CRC32, then compared byte for byte)
+    /// shares them instead.
     fn store_prepared(&mut self, var: &Variable, prepared: Prepared) -> Result<Entry> {
-        let (codec_byte, bytes) = match prepared {
+        let (codec_byte, bytes, crc, hash) = match prepared {
             Prepared::Entry(e) => return Ok(e),
-            Prepared::Bytes(c, b) => (c, b),
+            Prepared::Bytes { codec, bytes, crc, hash } => (codec, bytes, crc, hash),
         };
+        let length = bytes.len() as u32;
+        if let Some(e) = self.find_duplicate(codec_byte, &bytes, crc, hash)? {
+            return Ok(e);
+        }
         let slot = self.next_slot();
         let storage = self.slot_storage(slot)?;
         let offset = if slot == 0 {
@@ -1284,16 +1293,76 @@ impl Dataset {
                 None => storage.len().map_err(|e| Error::io(format!("reading the length of external file slot {slot}"), e))?,
             }
         };
-        let length = bytes.len() as u64;
-        let end = wire::add(offset, length, "file length")?;
+        let end = wire::add(offset, u64::from(length), "file length")?;
         storage.write_at(offset, &bytes).map_err(|e| Error::io(format!("writing a chunk of variable {:?}", var.name), e))?;
         if slot == 0 {
             self.end = end;
         } else {
             self.slot_ends[usize::from(slot) - 1] = Some(end);
         }
-        // Raw chunks are at most MAX_CHUNK_BYTES (256 MiB), so the length fits 32 bits.
-        Ok(Entry::Stored { codec: codec_byte, slot, offset, length: length as u32, crc: crc32(&bytes) })
+        // Files that do not announce chunk hashes keep the field 0 (SPEC.md 5.5).
+        let entry = Entry::Stored { codec: codec_byte, slot, offset, length, crc, hash: if self.records_hashes() { hash } else { 0 } };
+        if let Some(map) = &mut self.dedup {
+            map.entry((hash, length, codec_byte)).or_insert(entry);
+        }
+        Ok(entry)
+    }
+
+    /// A stored chunk of this file with exactly these bytes, if deduplication
+    /// is on and there is one. The first call indexes the committed chunks.
+    fn find_duplicate(&mut self, codec_byte: u8, bytes: &[u8], crc: u32, hash: u64) -> Result<Option<Entry>> {
+        if !self.dedup_enabled || hash == 0 {
+            return Ok(None);
+        }
+        if self.dedup.is_none() {
+            let mut map = HashMap::new();
+            self.reader.for_each(&*self.storage, self.commit.root, &mut |_, e| {
+                if let Entry::Stored { codec, length, hash, .. } = *e {
+                    if hash != 0 {
+                        map.entry((hash, length, codec)).or_insert(*e);
+                    }
+                }
+                Ok(())
+            })?;
+            for e in self.pending.values() {
+                if let Entry::Stored { codec, length, hash, .. } = *e {
+                    if hash != 0 {
+                        map.entry((hash, length, codec)).or_insert(*e);
+                    }
+                }
+            }
+            self.dedup = Some(map);
+        }
+        let Some(&candidate) = self.dedup.as_ref().and_then(|m| m.get(&(hash, bytes.len() as u32, codec_byte))) else { return Ok(None) };
+        let Entry::Stored { slot, offset, length, crc: c, .. } = candidate else { return Ok(None) };
+        if c != crc {
+            return Ok(None);
+        }
+        // Trusted only after a byte-for-byte comparison with what is in the file.
+        let storage = self.slot_storage(slot)?;
+        if self.check_stored_range(&*storage, slot, offset, length)?.is_err() {
+            return Ok(None);
+        }
+        let mut existing = Vec::new();
+        self.reserve(&mut existing, length as usize, "a chunk compared for deduplication")?;
+        storage.read_at(offset, &mut existing).map_err(|e| Error::io("reading a chunk compared for deduplication", e))?;
+        Ok((existing == bytes).then_some(candidate))
+    }
+
+    /// Whether the file announces the `chunk_hashes` feature: its stored
+    /// entries record the XXH64 of their bytes.
+    fn records_hashes(&self) -> bool {
+        self.desc.features.compat.iter().any(|f| f == FEATURE_CHUNK_HASHES)
+    }
+
+    /// Whether chunks with identical stored bytes share them (on by default).
+    /// Each candidate is compared byte for byte before it is shared. The
+    /// first write of a handle with deduplication on walks the index once.
+    pub fn set_deduplication(&mut self, on: bool) {
+        self.dedup_enabled = on;
+        if !on {
+            self.dedup = None;
+        }
     }
 
     /// The slot the next stored chunk goes to, by the slot policy.
@@ -1432,6 +1501,8 @@ impl Dataset {
         }
         self.pending.clear();
         self.dirty.clear();
+        // Discarded chunks' space is reused: forget them as duplicates too.
+        self.dedup = None;
         // Later chunks may be written where the discarded ones were: forget those.
         self.cache_lock().clear();
         self.end = self.commit.file_len;
@@ -1790,10 +1861,11 @@ fn constant_native(var: &Variable, value: &[u8; 8], coords: &[u64]) -> Result<[u
     Ok(v)
 }
 
-/// A chunk ready to be stored: an entry alone, or encoded bytes to write.
+/// A chunk ready to be stored: an entry alone, or encoded bytes to write
+/// with their codec byte, CRC32 and XXH64 (computed where the chunk was encoded).
 enum Prepared {
     Entry(Entry),
-    Bytes(u8, Vec<u8>),
+    Bytes { codec: u8, bytes: Vec<u8>, crc: u32, hash: u64 },
 }
 
 /// Copies the region's elements for one chunk from the caller's buffer into
@@ -1817,7 +1889,8 @@ fn prepare(var: &Variable, coords: &[u64], buf: &[u8]) -> Prepared {
         return Prepared::Entry(if value == var.fill { Entry::Fill } else { Entry::Constant { value } });
     }
     let (codec_byte, bytes) = codec::encode(var.dtype, var.codec, buf);
-    Prepared::Bytes(codec_byte, bytes)
+    let (crc, hash) = (crc32(&bytes), xxh64(&bytes));
+    Prepared::Bytes { codec: codec_byte, bytes, crc, hash }
 }
 
 /// The number of cores to spread codec work over (asked once: on Linux the

@@ -84,8 +84,9 @@ impl Key {
 /// Where a chunk lives, or what it is made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Entry {
-    /// Stored bytes in file `slot` (0 = container) at `offset`, `length` bytes, checksum `crc`.
-    Stored { codec: u8, slot: u16, offset: u64, length: u32, crc: u32 },
+    /// Stored bytes in file `slot` (0 = container) at `offset`, `length`
+    /// bytes, checksum `crc`, and their XXH64 `hash` (0: not recorded).
+    Stored { codec: u8, slot: u16, offset: u64, length: u32, crc: u32, hash: u64 },
     /// Every element equals `value` (little-endian element bytes).
     Constant { value: [u8; 8] },
     /// Every element equals the variable's fill value.
@@ -168,6 +169,7 @@ pub(crate) fn decode_page(b: &[u8], offset: u64, level: u8, expected_crc: Option
                     offset: get_u64(e, 40),
                     length: get_u32(e, 48),
                     crc: get_u32(e, 52),
+                    hash: get_u64(e, 56),
                 },
                 KIND_CONSTANT => Entry::Constant { value: e[56..64].try_into().unwrap_or([0; 8]) },
                 KIND_FILL => Entry::Fill,
@@ -197,13 +199,14 @@ fn encode_leaf(entries: &[(Key, Entry)], page_size: usize) -> Vec<u8> {
         let e = &mut b[HEADER + i * LEAF_ENTRY..HEADER + (i + 1) * LEAF_ENTRY];
         key.write(e);
         match *entry {
-            Entry::Stored { codec, slot, offset, length, crc } => {
+            Entry::Stored { codec, slot, offset, length, crc, hash } => {
                 e[36] = KIND_STORED;
                 e[37] = codec;
                 put_u16(e, 38, slot);
                 put_u64(e, 40, offset);
                 put_u32(e, 48, length);
                 put_u32(e, 52, crc);
+                put_u64(e, 56, hash);
             }
             Entry::Constant { value } => {
                 e[36] = KIND_CONSTANT;

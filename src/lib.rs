@@ -66,6 +66,7 @@ mod error;
 pub mod ffi;
 #[doc(hidden)]
 pub mod fuzzing;
+mod hash;
 mod index;
 mod spec;
 mod storage;

@@ -378,7 +378,10 @@ pub(crate) struct FeaturesJson {
 }
 
 /// Feature names this library knows (SPEC.md section 3.4).
-pub(crate) const KNOWN_FEATURES: &[&str] = &[FEATURE_LOD, FEATURE_PARTITIONINGS];
+pub(crate) const KNOWN_FEATURES: &[&str] = &[FEATURE_LOD, FEATURE_PARTITIONINGS, FEATURE_CHUNK_HASHES];
+/// Stored entries record the XXH64 of their bytes (compatible: a reader
+/// that does not know it ignores the field, as 1.0 readers do).
+pub(crate) const FEATURE_CHUNK_HASHES: &str = "chunk_hashes";
 /// A variable has levels of detail (read-only compatible: a reader that does
 /// not know them reads level 0, but must not write, or the levels go stale).
 pub(crate) const FEATURE_LOD: &str = "levels_of_detail";

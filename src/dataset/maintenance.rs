@@ -148,8 +148,8 @@ impl Dataset {
             progress(done as u64 + 1, entries.len() as u64);
             let Some((var, coords)) = self.check_key(key, &mut note) else { continue };
             match *entry {
-                Entry::Stored { codec, slot, offset, length, crc } => {
-                    if let Err(e) = self.load_stored(var, &coords, codec, slot, offset, length, crc, &mut buf) {
+                Entry::Stored { .. } => {
+                    if let Err(e) = self.load_stored(var, &coords, *entry, &mut buf) {
                         note(e);
                     }
                 }
@@ -199,9 +199,13 @@ impl Dataset {
         if c.desc_offset != self.line1 {
             live += c.desc_len;
         }
+        // Chunks shared by several entries (deduplication) count once.
+        let mut seen = std::collections::HashSet::new();
         for (_, e) in entries {
-            if let Entry::Stored { slot: 0, length, .. } = e {
-                live += u64::from(*length);
+            if let Entry::Stored { slot: 0, length, offset, .. } = e {
+                if seen.insert(*offset) {
+                    live += u64::from(*length);
+                }
             }
         }
         Space { file_bytes: c.file_len, live_bytes: live, reclaimable_bytes: c.file_len.saturating_sub(live), index_pages: pages }
@@ -356,18 +360,29 @@ impl Dataset {
             entries.push((*k, *e));
             Ok(())
         })?;
+        // A chunk shared by several entries is copied once and stays shared.
+        let mut moved: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
         for (key, entry) in entries {
             let entry = match entry {
-                Entry::Stored { codec: cb, slot: 0, offset, length, crc } => {
-                    let mut bytes = vec![0u8; length as usize];
-                    self.storage.read_at(offset, &mut bytes).map_err(|e| Error::io(format!("reading a chunk at offset {offset:#x}"), e))?;
-                    if crate::wire::crc32(&bytes) != crc {
-                        return Err(Error::corrupt("chunk", 0, offset, "CRC32 mismatch; run verify and recover before compacting"));
-                    }
-                    let at = new.end;
-                    new.storage.write_at(at, &bytes).map_err(|e| Error::io("compacting: writing a chunk", e))?;
-                    new.end += u64::from(length);
-                    Entry::Stored { codec: cb, slot: 0, offset: at, length, crc }
+                Entry::Stored { codec: cb, slot: 0, offset, length, crc, hash } => {
+                    let at = match moved.get(&offset) {
+                        Some(&at) => at,
+                        None => {
+                            let mut bytes = vec![0u8; length as usize];
+                            self.storage
+                                .read_at(offset, &mut bytes)
+                                .map_err(|e| Error::io(format!("reading a chunk at offset {offset:#x}"), e))?;
+                            if crate::wire::crc32(&bytes) != crc {
+                                return Err(Error::corrupt("chunk", 0, offset, "CRC32 mismatch; run verify and recover before compacting"));
+                            }
+                            let at = new.end;
+                            new.storage.write_at(at, &bytes).map_err(|e| Error::io("compacting: writing a chunk", e))?;
+                            new.end += u64::from(length);
+                            moved.insert(offset, at);
+                            at
+                        }
+                    };
+                    Entry::Stored { codec: cb, slot: 0, offset: at, length, crc, hash }
                 }
                 other => other,
             };
