@@ -709,6 +709,65 @@ static void test_layers(void) {
     EXPECT(vds_stored_bytes_read(ds, &before), VDS_ERR_BAD_HANDLE, "");
 }
 
+/* Quantized storage and a no-value marker. */
+static void test_quantization(void) {
+    vds_builder *b = NULL;
+    vds_dataset *ds = NULL;
+    const char *axes[1] = {"x"};
+    uint64_t start[1] = {0}, shape[1] = {100};
+    float values[100], back[100];
+    uint8_t raw[100];
+    int16_t nv = -1, counts[100], counts_back[100];
+    int32_t wrong = 0;
+    double step = 2.0 / 255.0;
+    int i, ok_all = 1;
+    for (i = 0; i < 100; i++) {
+        values[i] = (float)(i - 50) * 0.023f;
+        counts[i] = (int16_t)(i < 50 ? -1 : i);
+    }
+    OK(vds_builder_new(&b));
+    OK(vds_builder_add_axis(b, "x", 100, NULL, 0.0, 99.0));
+    OK(vds_builder_add_variable(b, "q", VDS_FLOAT32, axes, 1, NULL));
+    OK(vds_builder_add_variable(b, "n", VDS_INT16, axes, 1, NULL));
+    OK(vds_builder_set_overwrite(b, true));
+    EXPECT(vds_builder_set_quantization(b, "q", 99, -1.0, 1.0), VDS_ERR_INVALID_ARGUMENT, "not a vds_dtype");
+    EXPECT(vds_builder_set_quantization(b, "nope", VDS_UINT8, -1.0, 1.0), VDS_ERR_NOT_FOUND, "no variable named");
+    EXPECT(vds_builder_set_no_value(b, "n", (const uint8_t *)&wrong, sizeof wrong), VDS_ERR_TYPE_MISMATCH, "holds int16");
+    OK(vds_builder_set_quantization(b, "n", VDS_UINT8, -1.0, 1.0));
+    EXPECT(vds_builder_create(b, path_in("quant.vds"), &ds), VDS_ERR_INVALID_ARGUMENT, "quantization needs a float variable");
+    OK(vds_builder_free(b));
+    OK(vds_builder_new(&b));
+    OK(vds_builder_add_axis(b, "x", 100, NULL, 0.0, 99.0));
+    OK(vds_builder_add_variable(b, "q", VDS_FLOAT32, axes, 1, NULL));
+    OK(vds_builder_add_variable(b, "n", VDS_INT16, axes, 1, NULL));
+    OK(vds_builder_set_overwrite(b, true));
+    OK(vds_builder_set_quantization(b, "q", VDS_UINT8, -1.0, 1.0));
+    OK(vds_builder_set_no_value(b, "n", (const uint8_t *)&nv, sizeof nv));
+    OK(vds_builder_create(b, path_in("quant.vds"), &ds));
+    OK(vds_builder_free(b));
+    if (!ds) return;
+    OK(vds_write(ds, 0, VDS_FLOAT32, start, shape, NULL, 1, VDS_ORDER_C, (const uint8_t *)values, sizeof values));
+    shape[0] = 50;
+    OK(vds_write(ds, 1, VDS_INT16, start, shape, NULL, 1, VDS_ORDER_C, (const uint8_t *)counts, 50 * sizeof(int16_t)));
+    shape[0] = 100;
+    OK(vds_close(ds));
+    OK(vds_open(path_in("quant.vds"), VDS_OPEN_READ, &ds));
+    OK(vds_read(ds, 0, VDS_FLOAT32, start, shape, NULL, 1, VDS_ORDER_C, (uint8_t *)back, sizeof back));
+    OK(vds_read(ds, 0, VDS_UINT8, start, shape, NULL, 1, VDS_ORDER_C, raw, sizeof raw));
+    for (i = 0; i < 100; i++) {
+        double x = values[i] < -1.0f ? -1.0 : values[i] > 1.0f ? 1.0 : values[i];
+        double k = (double)(long)((x + 1.0) / step + 0.5), d = (double)back[i] - x;
+        ok_all &= (d < 0 ? -d : d) <= step / 2.0 + 1e-6;
+        ok_all &= raw[i] == (uint8_t)k;
+    }
+    CHECK(ok_all);
+    EXPECT(vds_read(ds, 0, VDS_INT16, start, shape, NULL, 1, VDS_ORDER_C, raw, sizeof raw), VDS_ERR_TYPE_MISMATCH, "holds float32");
+    /* The unwritten half of "n" reads as its no-value, which is its fill. */
+    OK(vds_read(ds, 1, VDS_INT16, start, shape, NULL, 1, VDS_ORDER_C, (uint8_t *)counts_back, sizeof counts_back));
+    CHECK(counts_back[0] == -1 && counts_back[99] == -1);
+    OK(vds_close(ds));
+}
+
 int main(int argc, char **argv) {
     vds_dataset *ds;
     char path[1200];
@@ -733,6 +792,7 @@ int main(int argc, char **argv) {
     test_reopen_lock_and_handles(path);
     test_damaged_files(path);
     test_layers();
+    test_quantization();
 
     if (failures) {
         fprintf(stderr, "vds C test: %d of %d checks failed\n", failures, checks);

@@ -1058,6 +1058,37 @@ vds_status vds_update_layers(struct vds_dataset *ds);
  */
 vds_status vds_stored_bytes_read(const struct vds_dataset *ds, uint64_t *out_bytes);
 
+/**
+ * Stores float variable `var` as integers of `storage` (`VDS_UINT8` or
+ * `VDS_UINT16`) over the value range `min..=max`: each value written is
+ * rounded to the nearest of the evenly spaced values from min to max
+ * (clamped outside the range; NaN becomes min). Reads with the variable's
+ * type return those values; reads with `storage` return the integers.
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+ * `VDS_ERR_NOT_FOUND`, `VDS_ERR_INVALID_ARGUMENT` (unknown dtype). The
+ * types and the range are checked by `vds_builder_create`.
+ */
+vds_status vds_builder_set_quantization(struct vds_builder *b,
+                                        const char *var,
+                                        int32_t storage,
+                                        double min,
+                                        double max);
+
+/**
+ * Declares the value that marks a missing sample of variable `var`
+ * (`value`: one element of its type, `value_len` bytes, native byte
+ * order); unless a fill value is set, it is also the fill value. Chunks
+ * entirely of no-value are index entries only, and levels of detail
+ * average only the samples that are not no-value.
+ *
+ * Returns as `vds_builder_set_fill`.
+ */
+vds_status vds_builder_set_no_value(struct vds_builder *b,
+                                    const char *var,
+                                    const uint8_t *value,
+                                    size_t value_len);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -9,8 +9,8 @@ use crate::hash::xxh64;
 use crate::index::{self, Entry, Key, PageReader, PageWriter, DEFAULT_PAGE};
 use crate::spec::{
     check_name, check_slot_name, version_line, Axis, AxisJson, Codec, CodecJson, DType, DescriptorJson, FeaturesJson, LodJson, LodMethod,
-    PartitioningJson, Scalar, SlotJson, Variable, VariableJson, FEATURE_CHUNK_HASHES, FEATURE_LOD, FEATURE_PARTITIONINGS, FORMAT_MAJOR,
-    FORMAT_MINOR, MAX_DESCRIPTOR_BYTES,
+    PartitioningJson, QuantJson, Scalar, SlotJson, Variable, VariableJson, FEATURE_CHUNK_HASHES, FEATURE_LOD, FEATURE_NO_VALUE,
+    FEATURE_PARTITIONINGS, FEATURE_QUANTIZATION, FORMAT_MAJOR, FORMAT_MINOR, MAX_DESCRIPTOR_BYTES,
 };
 use crate::storage::{FileStorage, Storage};
 use crate::wire::{self, crc32};
@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 
 mod layers;
 mod maintenance;
+mod quant;
 pub use maintenance::{CompactReport, Recovery, Space, VerifyReport};
 
 /// When commits reach the disk.
@@ -164,6 +165,9 @@ pub struct VariableBuilder {
     attributes: Map<String, Value>,
     lod: Option<(u8, Vec<String>, LodMethod)>,
     partitionings: Vec<Vec<u64>>,
+    fill_set: bool,
+    no_value: Option<Scalar>,
+    quantization: Option<(DType, f64, f64)>,
 }
 
 impl VariableBuilder {
@@ -181,6 +185,9 @@ impl VariableBuilder {
             attributes: Map::new(),
             lod: None,
             partitionings: Vec::new(),
+            fill_set: false,
+            no_value: None,
+            quantization: None,
         }
     }
     /// The element type given to [`VariableBuilder::new`].
@@ -199,6 +206,7 @@ impl VariableBuilder {
     /// The value read where nothing was written.
     pub fn fill(&mut self, value: impl Into<Scalar>) -> &mut VariableBuilder {
         self.fill = value.into();
+        self.fill_set = true;
         self
     }
     /// The codec of new chunks.
@@ -236,6 +244,25 @@ impl VariableBuilder {
         self
     }
 
+    /// Declares the value that marks a missing sample (and, unless a fill
+    /// value is set, makes it the fill value). Chunks entirely of no-value
+    /// are index entries only, and levels of detail average only the
+    /// samples that are not no-value.
+    pub fn no_value(&mut self, value: impl Into<Scalar>) -> &mut VariableBuilder {
+        self.no_value = Some(value.into());
+        self
+    }
+    /// Stores a float variable as `storage` integers (`DType::UInt8` or
+    /// `DType::UInt16`, 1/4 or 1/2 of float32's size) over the value range
+    /// `min..=max`: writes round each value to the nearest of the
+    /// 256 (65536) evenly spaced values from min to max, clamping outside
+    /// the range (SPEC.md 3.8). Reads return those values, or the stored
+    /// integers when read as `storage`.
+    pub fn quantization(&mut self, storage: DType, min: f64, max: f64) -> &mut VariableBuilder {
+        self.quantization = Some((storage, min, max));
+        self
+    }
+
     fn to_json(&self, axes: &[Axis]) -> Result<VariableJson> {
         let chunk = match &self.chunk {
             Some(c) => c.clone(),
@@ -247,15 +274,19 @@ impl VariableBuilder {
                 self.axes.iter().map(|name| axes.iter().find(|a| &a.name == name).map_or(edge, |a| edge.min(a.samples))).collect()
             }
         };
+        let fill = match self.no_value {
+            Some(nv) if !self.fill_set => nv,
+            _ => self.fill,
+        };
         // Checked here so that the error is an invalid argument, not a corrupt descriptor.
-        self.fill.to_element(self.dtype).map_err(|e| invalid(format!("variable {:?}: fill value: {e}", self.name)))?;
+        fill.to_element(self.dtype).map_err(|e| invalid(format!("variable {:?}: fill value: {e}", self.name)))?;
         Ok(VariableJson {
             name: self.name.clone(),
             unit: self.unit.clone(),
             dtype: self.dtype.name().into(),
             axes: self.axes.clone(),
             chunk,
-            fill: self.fill.to_json(),
+            fill: fill.to_json(),
             codec: CodecJson::from_codec(self.codec),
             attributes: self.attributes.clone(),
             lod: self.lod.as_ref().filter(|l| l.0 > 1).map(|(levels, axes, method)| LodJson {
@@ -265,6 +296,12 @@ impl VariableBuilder {
                 extra: Map::new(),
             }),
             partitionings: self.partitionings.iter().map(|c| PartitioningJson { chunk: c.clone(), extra: Map::new() }).collect(),
+            no_value: self.no_value.map(Scalar::to_json),
+            quantization: self.quantization.map(|(storage, min, max)| QuantJson {
+                storage: storage.name().into(),
+                range: [min, max],
+                extra: Map::new(),
+            }),
             extra: Map::new(),
         })
     }
@@ -364,6 +401,12 @@ impl DatasetBuilder {
         }
         if variables.iter().any(|v| !v.partitionings.is_empty()) {
             features.ro_compat.push(FEATURE_PARTITIONINGS.into());
+        }
+        if variables.iter().any(|v| v.no_value.is_some()) {
+            features.compat.push(FEATURE_NO_VALUE.into());
+        }
+        if variables.iter().any(|v| v.quantization.is_some()) {
+            features.incompat.push(FEATURE_QUANTIZATION.into());
         }
         let d = DescriptorJson {
             format: "vds".into(),
@@ -807,7 +850,7 @@ impl Dataset {
     pub fn read<T: Element>(&self, var: impl VarRef, region: &Region, order: Order, out: &mut [T]) -> Result<()> {
         let v = var.index_in(self)?;
         self.check_type(v, T::DTYPE)?;
-        self.read_bytes(v, region, order, as_bytes_mut(out))
+        self.read_as(v, 0, None, region, order, as_bytes_mut(out), T::DTYPE)
     }
 
     /// Reads a region into a new `Vec`.
@@ -845,12 +888,14 @@ impl Dataset {
     pub fn write<T: Element>(&mut self, var: impl VarRef, region: &Region, order: Order, data: &[T]) -> Result<()> {
         let v = var.index_in(self)?;
         self.check_type(v, T::DTYPE)?;
-        self.write_bytes(v, region, order, as_bytes(data))
+        self.write_as(v, region, order, as_bytes(data), T::DTYPE)
     }
 
-    fn check_type(&self, v: usize, t: DType) -> Result<()> {
+    /// Checks a buffer's element type: the variable's, or for a quantized
+    /// variable also its storage type (the stored integers).
+    pub(crate) fn check_type(&self, v: usize, t: DType) -> Result<()> {
         let var = &self.vars[v];
-        if var.dtype != t {
+        if var.dtype != t && var.quant.is_none_or(|q| q.storage != t) {
             return Err(Error::new(ErrorKind::TypeMismatch, format!("variable {:?} holds {}, the buffer holds {t}", var.name, var.dtype)));
         }
         Ok(())
@@ -868,8 +913,13 @@ impl Dataset {
 
     /// Checks a region and buffer length; returns the region's element count.
     fn check_request(&self, var: &Variable, region: &Region, bytes: usize) -> Result<usize> {
+        self.check_request_as(var, var.esize(), region, bytes)
+    }
+
+    /// As `check_request`, for elements of `esize` bytes.
+    fn check_request_as(&self, var: &Variable, esize: usize, region: &Region, bytes: usize) -> Result<usize> {
         let n = region.check_within(&var.shape, &format!("variable {:?}", var.name))?;
-        let need = wire::mul(n, var.esize() as u64, "region byte size")?;
+        let need = wire::mul(n, esize as u64, "region byte size")?;
         if (bytes as u64) < need {
             return Err(Error::new(
                 ErrorKind::BufferTooSmall,
@@ -889,8 +939,35 @@ impl Dataset {
     /// As [`Dataset::read`], without `TypeMismatch`.
     pub fn read_bytes(&self, var: impl VarRef, region: &Region, order: Order, out: &mut [u8]) -> Result<()> {
         let v = var.index_in(self)?;
-        let layer = self.choose_layer(v, 0, None, region)?;
-        self.read_layer(layer, region, order, out)
+        self.read_as(v, 0, None, region, order, out, self.vars[v].dtype)
+    }
+
+    /// Reads level `lod` of variable `v` into `out`, holding elements of
+    /// `as_type`: the variable's type, or a quantized variable's storage type.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn read_as(
+        &self,
+        v: usize,
+        lod: u8,
+        part: Option<u8>,
+        region: &Region,
+        order: Order,
+        out: &mut [u8],
+        as_type: DType,
+    ) -> Result<()> {
+        let layer = self.choose_layer(v, lod, part, region)?;
+        let var = &self.vars[v];
+        match var.quant {
+            Some(q) if as_type != q.storage => {
+                let n = self.check_request_as(layer, var.esize(), region, out.len())?;
+                let mut ints = Vec::new();
+                self.reserve(&mut ints, n * layer.esize(), "the stored integers of a quantized region")?;
+                self.read_layer(layer, region, order, &mut ints)?;
+                quant::to_values(&q, var.dtype, &ints, out);
+                Ok(())
+            }
+            _ => self.read_layer(layer, region, order, out),
+        }
     }
 
     /// Reads a region of one stored layer (its level's coordinates).
@@ -999,9 +1076,26 @@ impl Dataset {
     /// As [`Dataset::write`], without `TypeMismatch`.
     pub fn write_bytes(&mut self, var: impl VarRef, region: &Region, order: Order, data: &[u8]) -> Result<()> {
         let v = var.index_in(self)?;
+        self.write_as(v, region, order, data, self.vars[v].dtype)
+    }
+
+    /// Writes level 0 of variable `v` from `data`, holding elements of
+    /// `as_type`: the variable's type (quantized if the variable is), or a
+    /// quantized variable's storage type.
+    pub(crate) fn write_as(&mut self, v: usize, region: &Region, order: Order, data: &[u8], as_type: DType) -> Result<()> {
         self.check_writable()?;
-        let var = self.vars[v].layers[0].clone();
-        self.write_layer(&var, region, order, data)?;
+        let layer = self.vars[v].layers[0].clone();
+        let (dtype, quant) = (self.vars[v].dtype, self.vars[v].quant);
+        match quant {
+            Some(q) if as_type != q.storage => {
+                let n = self.check_request_as(&layer, dtype.size(), region, data.len())?;
+                let mut ints = Vec::new();
+                self.reserve(&mut ints, n * layer.esize(), "the quantized integers of a region")?;
+                quant::to_integers(&q, dtype, data, &mut ints);
+                self.write_layer(&layer, region, order, &ints)?;
+            }
+            _ => self.write_layer(&layer, region, order, data)?,
+        }
         self.mark_dirty(v, region);
         Ok(())
     }

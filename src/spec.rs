@@ -378,7 +378,14 @@ pub(crate) struct FeaturesJson {
 }
 
 /// Feature names this library knows (SPEC.md section 3.4).
-pub(crate) const KNOWN_FEATURES: &[&str] = &[FEATURE_LOD, FEATURE_PARTITIONINGS, FEATURE_CHUNK_HASHES];
+pub(crate) const KNOWN_FEATURES: &[&str] =
+    &[FEATURE_LOD, FEATURE_PARTITIONINGS, FEATURE_CHUNK_HASHES, FEATURE_NO_VALUE, FEATURE_QUANTIZATION];
+/// A variable declares a no-value marker (compatible: to a reader that does
+/// not know it, the marker is an ordinary value).
+pub(crate) const FEATURE_NO_VALUE: &str = "no_value";
+/// A variable's chunks hold quantized integers (incompatible: a reader that
+/// does not know it would misread them).
+pub(crate) const FEATURE_QUANTIZATION: &str = "quantization";
 /// Stored entries record the XXH64 of their bytes (compatible: a reader
 /// that does not know it ignores the field, as 1.0 readers do).
 pub(crate) const FEATURE_CHUNK_HASHES: &str = "chunk_hashes";
@@ -423,6 +430,12 @@ pub(crate) struct VariableJson {
     /// Further partitionings of the same data (format 1.1, feature "partitionings").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub partitionings: Vec<PartitioningJson>,
+    /// The value that marks a missing sample (format 1.1, feature "no_value").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_value: Option<Value>,
+    /// Stored as integers over a value range (format 1.1, feature "quantization").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantization: Option<QuantJson>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -433,6 +446,15 @@ pub(crate) struct LodJson {
     pub levels: u8,
     pub axes: Vec<String>,
     pub method: String,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `"quantization": {"storage": "uint8", "range": [-1.5, 1.5]}`
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub(crate) struct QuantJson {
+    pub storage: String,
+    pub range: [f64; 2],
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -568,6 +590,51 @@ pub struct Variable {
     pub(crate) layer_id: u16,
     /// The variable's position in the dataset.
     pub(crate) index: usize,
+    /// The no-value marker as one little-endian element (of `dtype`), if any.
+    pub(crate) no_value: Option<[u8; 8]>,
+    /// How values are stored as integers, if they are.
+    pub(crate) quant: Option<Quantization>,
+}
+
+/// Quantized storage: values of a float variable kept as `storage`
+/// integers q, standing for `min + q * (max - min) / qmax` (SPEC.md 3.8).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Quantization {
+    /// The integer type stored: uint8 or uint16.
+    pub storage: DType,
+    /// The value of q = 0.
+    pub min: f64,
+    /// The value of q = qmax (255 or 65535).
+    pub max: f64,
+}
+
+impl Quantization {
+    /// The largest stored integer.
+    pub fn qmax(&self) -> f64 {
+        if self.storage == DType::UInt8 {
+            255.0
+        } else {
+            65535.0
+        }
+    }
+    /// The difference between two neighbouring representable values.
+    pub fn step(&self) -> f64 {
+        (self.max - self.min) / self.qmax()
+    }
+    /// The stored integer of `x`: `round((x - min) / step)` (halves away
+    /// from zero), clamped to `0..=qmax`; NaN is 0.
+    pub fn quantize(&self, x: f64) -> u16 {
+        let q = ((x - self.min) / self.step()).round();
+        if q.is_nan() {
+            0
+        } else {
+            q.clamp(0.0, self.qmax()) as u16
+        }
+    }
+    /// The value a stored integer stands for, in double precision.
+    pub fn value(&self, q: u16) -> f64 {
+        self.min + f64::from(q) * self.step()
+    }
 }
 
 /// How a level of detail is computed from the level below it.
@@ -606,7 +673,33 @@ impl Variable {
         let chunk_elems = chunk.iter().product::<u64>() as usize;
         let name =
             if lod == 0 && part == 0 { self.name.clone() } else { format!("{} (level of detail {lod}, partitioning {part})", self.name) };
-        Variable { name, shape, chunk, grid, chunk_elems, layers: Vec::new(), layer_id: u16::from(lod) << 8 | part as u16, ..self.clone() }
+        let mut layer = Variable {
+            name,
+            shape,
+            chunk,
+            grid,
+            chunk_elems,
+            layers: Vec::new(),
+            layer_id: u16::from(lod) << 8 | part as u16,
+            ..self.clone()
+        };
+        // A quantized variable's layers hold its stored integers.
+        if let Some(q) = self.quant {
+            let as_int = |e: &[u8; 8]| {
+                let mut out = [0u8; 8];
+                let x = match Scalar::from_element(self.dtype, e) {
+                    Scalar::Float(x) => x,
+                    _ => 0.0,
+                };
+                // q <= qmax, so for uint8 the second byte is 0.
+                out[..2].copy_from_slice(&q.quantize(x).to_le_bytes());
+                out
+            };
+            layer.dtype = q.storage;
+            layer.fill = as_int(&self.fill);
+            layer.no_value = self.no_value.as_ref().map(as_int);
+        }
+        layer
     }
 
     /// The stored layer `lod`, `part`, if it exists.
@@ -671,6 +764,14 @@ impl Variable {
     /// ceil(n / 2^lod) samples. `None` beyond the last level.
     pub fn lod_shape(&self, lod: u8) -> Option<Vec<u64>> {
         self.layer(lod, 0).map(|l| l.shape.clone())
+    }
+    /// The value that marks a missing sample, if the variable declares one.
+    pub fn no_value(&self) -> Option<Scalar> {
+        self.no_value.map(|b| Scalar::from_element(self.dtype, &b))
+    }
+    /// How the values are stored as integers, if they are quantized.
+    pub fn quantization(&self) -> Option<Quantization> {
+        self.quant
     }
     /// The chunk shape of every partitioning; the first is [`Variable::chunk_shape`].
     pub fn partitionings(&self) -> &[Vec<u64>] {
@@ -880,6 +981,31 @@ impl DescriptorJson {
                 }
                 parts.push(p.chunk.clone());
             }
+            let no_value = match &v.no_value {
+                None => None,
+                Some(j) => Some(
+                    Scalar::from_json(j)
+                        .ok_or_else(|| format!("variable {:?}: no_value {j} is not a number, boolean or NaN/Infinity string", v.name))?
+                        .to_element(dtype)
+                        .map_err(|e| format!("variable {:?}: no_value: {e}", v.name))?,
+                ),
+            };
+            let quant = match &v.quantization {
+                None => None,
+                Some(q) => {
+                    let storage = DType::from_name(&q.storage).ok().filter(|d| matches!(d, DType::UInt8 | DType::UInt16));
+                    let storage = storage.ok_or_else(|| {
+                        format!("variable {:?}: quantization storage {:?} (expected \"uint8\" or \"uint16\")", v.name, q.storage)
+                    })?;
+                    let [min, max] = q.range;
+                    if !(matches!(dtype, DType::Float32 | DType::Float64) && min.is_finite() && max.is_finite() && min < max) {
+                        return Err(
+                            format!("variable {:?}: quantization needs a float variable and a finite range min < max", v.name).into()
+                        );
+                    }
+                    Some(Quantization { storage, min, max })
+                }
+            };
             let mut var = Variable {
                 name: v.name.clone(),
                 unit: v.unit.clone(),
@@ -899,6 +1025,8 @@ impl DescriptorJson {
                 layers: Vec::new(),
                 layer_id: 0,
                 index: i,
+                no_value,
+                quant,
             };
             var.layers =
                 (0..lods).flat_map(|lod| (0..var.parts.len()).map(move |p| (lod, p))).map(|(lod, p)| var.make_layer(lod, p)).collect();

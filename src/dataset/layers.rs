@@ -134,7 +134,13 @@ impl Dataset {
                     let mut src = Vec::new();
                     self.reserve(&mut src, region_bytes(below, &src_shape)?, "a level-of-detail source region")?;
                     self.read_layer(below, &Region::new(&src_s, &src_shape)?, Order::C, &mut src)?;
-                    let (out, out_shape) = reduce(&src, &src_shape, &var.lod_axes, var.dtype, var.lod_method);
+                    // The layers' own type: a quantized variable's stored integers.
+                    let nv = below.no_value.map(|mut e| {
+                        crate::codec::le_to_native(&mut e[..below.esize()], below.esize());
+                        e
+                    });
+                    let (out, out_shape) =
+                        reduce(&src, &src_shape, &var.lod_axes, below.dtype, var.lod_method, nv.as_ref().map(|e| &e[..below.esize()]));
                     debug_assert_eq!(out_shape, s.iter().zip(&e).map(|(a, b)| b - a).collect::<Vec<_>>());
                     self.write_layer(base, &Region::new(&s, &out_shape)?, Order::C, &out)?;
                 }
@@ -176,7 +182,7 @@ impl Dataset {
     ) -> Result<()> {
         let v = var.index_in(self)?;
         self.check_type(v, T::DTYPE)?;
-        self.read_lod_bytes(v, lod, partitioning, region, order, as_bytes_mut(out))
+        self.read_as(v, lod, partitioning, region, order, as_bytes_mut(out), T::DTYPE)
     }
 
     /// [`Dataset::read_lod`] on raw bytes (native byte order, one byte per bool).
@@ -193,8 +199,7 @@ impl Dataset {
         out: &mut [u8],
     ) -> Result<()> {
         let v = var.index_in(self)?;
-        let layer = self.choose_layer(v, lod, partitioning, region)?;
-        self.read_layer(layer, region, order, out)
+        self.read_as(v, lod, partitioning, region, order, out, self.vars[v].dtype)
     }
 
     /// The partitioning [`Dataset::read_lod`] would read `region` of level
@@ -268,8 +273,21 @@ impl Dataset {
     /// for a buffer of the wrong size.
     pub fn read_slice_bytes(&self, var: impl VarRef, lod: u8, fixed: &[(usize, u64)], order: Order, out: &mut [u8]) -> Result<[u64; 2]> {
         let v = var.index_in(self)?;
+        self.read_slice_as(v, lod, fixed, order, out, self.vars[v].dtype)
+    }
+
+    /// [`Dataset::read_slice_bytes`] of elements of `as_type` (see `read_as`).
+    pub(crate) fn read_slice_as(
+        &self,
+        v: usize,
+        lod: u8,
+        fixed: &[(usize, u64)],
+        order: Order,
+        out: &mut [u8],
+        as_type: DType,
+    ) -> Result<[u64; 2]> {
         let (region, plane) = self.slice_region(v, lod, fixed)?;
-        self.read_lod_bytes(v, lod, None, &region, order, out)?;
+        self.read_as(v, lod, None, &region, order, out, as_type)?;
         Ok(plane)
     }
 
@@ -351,7 +369,10 @@ fn chunk_bounds(layer: &Variable, c: &[u64]) -> Bounds {
 /// One level of detail from the level below: `src` (C order, native bytes,
 /// `shape`) is halved along each axis marked in `halve`, in axis order.
 /// Returns the result and its shape.
-pub(crate) fn reduce(src: &[u8], shape: &[u64], halve: &[bool], dtype: DType, method: LodMethod) -> (Vec<u8>, Vec<u64>) {
+///
+/// With a no-value `nv` (one native element), averaging skips it: the mean
+/// of a value and no-value is the value, of two no-values the no-value.
+pub(crate) fn reduce(src: &[u8], shape: &[u64], halve: &[bool], dtype: DType, method: LodMethod, nv: Option<&[u8]>) -> (Vec<u8>, Vec<u64>) {
     let esize = dtype.size();
     let mut cur = src.to_vec();
     let mut shape = shape.to_vec();
@@ -372,7 +393,12 @@ pub(crate) fn reduce(src: &[u8], shape: &[u64], halve: &[bool], dtype: DType, me
                 let b = a + inner;
                 for j in 0..inner {
                     let (x, y) = (&cur[(a + j) * esize..][..esize], &cur[(b + j) * esize..][..esize]);
-                    mean2(dtype, x, y, &mut out[(dst + j) * esize..][..esize]);
+                    let o = &mut out[(dst + j) * esize..][..esize];
+                    match nv {
+                        Some(nv) if x == nv => o.copy_from_slice(y),
+                        Some(nv) if y == nv => o.copy_from_slice(x),
+                        _ => mean2(dtype, x, y, o),
+                    }
                 }
             }
         }

@@ -151,17 +151,23 @@ pub unsafe extern "C" fn vds_builder_set_fill(b: *mut vds_builder, var: *const c
         let var = unsafe { arg_str(var, "var")? };
         let bytes = unsafe { arg_slice(value, value_len, 8, "value")? };
         with_variable(b, var, |v| {
-            let dtype = v.dtype();
-            if bytes.len() != dtype.size() {
-                return fail(
-                    vds_status::VDS_ERR_TYPE_MISMATCH,
-                    format!("variable {var:?} holds {dtype} ({} bytes), value_len is {value_len}", dtype.size()),
-                );
-            }
-            v.fill(super::dataset::scalar_from_native(dtype, bytes));
+            let scalar = element_of(v, var, bytes, value_len)?;
+            v.fill(scalar);
             Ok(())
         })
     })
+}
+
+/// One element of the variable's type from the caller's bytes (native order).
+pub(crate) fn element_of(v: &VariableBuilder, var: &str, bytes: &[u8], value_len: usize) -> FfiResult<crate::Scalar> {
+    let dtype = v.dtype();
+    if bytes.len() != dtype.size() {
+        return fail(
+            vds_status::VDS_ERR_TYPE_MISMATCH,
+            format!("variable {var:?} holds {dtype} ({} bytes), value_len is {value_len}", dtype.size()),
+        );
+    }
+    Ok(super::dataset::scalar_from_native(dtype, bytes))
 }
 
 /// Sets the codec of variable `var`: `compression`, its `level` (deflate:

@@ -689,13 +689,13 @@ pub(crate) unsafe fn region(start: *const u64, shape: *const u64, step: *const u
     Ok(r.with_step(unsafe { arg_slice(step, ndim, MAX_DIMS, "step")? })?)
 }
 
-pub(crate) fn check_dtype(d: &Dataset, var: usize, dtype: i32) -> FfiResult {
-    let v = variable(d, var)?;
+/// Checks the buffer's type against variable `var` (a quantized variable
+/// also takes its storage type, for the stored integers) and returns it.
+pub(crate) fn check_dtype(d: &Dataset, var: usize, dtype: i32) -> FfiResult<DType> {
+    variable(d, var)?;
     let want = dtype_from_c(dtype)?;
-    if v.dtype() != want {
-        return fail(vds_status::VDS_ERR_TYPE_MISMATCH, format!("variable {:?} holds {}, the buffer holds {want}", v.name(), v.dtype()));
-    }
-    Ok(())
+    d.check_type(var, want)?;
+    Ok(want)
 }
 
 /// Reads a region of variable `var` into `buf`: `ndim` values each of
@@ -750,7 +750,7 @@ pub(crate) unsafe fn read_region(
 ) -> FfiResult {
     let obj = dataset(ds)?;
     let d = obj.read()?;
-    check_dtype(&d, var, dtype)?;
+    let dtype = check_dtype(&d, var, dtype)?;
     let order = order_from_c(order)?;
     // SAFETY: the caller promises `ndim` values in each array.
     let r = unsafe { region(start, shape, step, ndim)? };
@@ -761,7 +761,7 @@ pub(crate) unsafe fn read_region(
     // SAFETY: the caller promises `buf_len` writable bytes at `buf` (at most isize::MAX); any
     // byte pattern is valid for u8, and for bool the library writes only 0 or 1.
     let out = unsafe { std::slice::from_raw_parts_mut(buf, buf_len) };
-    d.read_lod_bytes(var, lod, partitioning, &r, order, out)?;
+    d.read_as(var, lod, partitioning, &r, order, out, dtype)?;
     Ok(())
 }
 
@@ -788,13 +788,13 @@ pub unsafe extern "C" fn vds_write(
     ffi_boundary!("vds_write", {
         let obj = dataset(ds)?;
         let mut d = obj.write()?;
-        check_dtype(&d, var, dtype)?;
+        let dtype = check_dtype(&d, var, dtype)?;
         let order = order_from_c(order)?;
         // SAFETY: the caller promises `ndim` values in each array.
         let r = unsafe { region(start, shape, step, ndim)? };
         // SAFETY: the caller promises `buf_len` readable bytes at `buf`.
         let data = unsafe { arg_slice(buf, buf_len, usize::MAX, "buf")? };
-        d.write_bytes(var, &r, order, data)?;
+        d.write_as(var, &r, order, data, dtype)?;
         Ok(())
     })
 }

@@ -243,7 +243,7 @@ pub unsafe extern "C" fn vds_read_slice(
     ffi_boundary!("vds_read_slice", {
         let obj = dataset(ds)?;
         let d = obj.read()?;
-        check_dtype(&d, var, dtype)?;
+        let dtype = check_dtype(&d, var, dtype)?;
         let order = order_from_c(order)?;
         if out_shape.is_null() {
             return fail(vds_status::VDS_ERR_NULL_POINTER, "out_shape is NULL");
@@ -259,7 +259,7 @@ pub unsafe extern "C" fn vds_read_slice(
         };
         // SAFETY: the caller promises `buf_len` writable bytes at `buf`.
         let out_buf = unsafe { out_buffer(buf, buf_len)? };
-        let plane = d.read_slice_bytes(var, lod_u8(lod), &fixed, order, out_buf)?;
+        let plane = d.read_slice_as(var, lod_u8(lod), &fixed, order, out_buf, dtype)?;
         // SAFETY: checked non-NULL; the caller promises two writable values.
         unsafe {
             *out_shape = plane[0];
@@ -322,4 +322,58 @@ unsafe fn out_buffer<'a>(buf: *mut u8, buf_len: usize) -> FfiResult<&'a mut [u8]
     super::check_len::<u8>(buf_len, "buf")?;
     // SAFETY: the caller promises `buf_len` writable bytes at `buf` (at most isize::MAX, checked).
     Ok(unsafe { std::slice::from_raw_parts_mut(buf, buf_len) })
+}
+
+/// Stores float variable `var` as integers of `storage` (`VDS_UINT8` or
+/// `VDS_UINT16`) over the value range `min..=max`: each value written is
+/// rounded to the nearest of the evenly spaced values from min to max
+/// (clamped outside the range; NaN becomes min). Reads with the variable's
+/// type return those values; reads with `storage` return the integers.
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+/// `VDS_ERR_NOT_FOUND`, `VDS_ERR_INVALID_ARGUMENT` (unknown dtype). The
+/// types and the range are checked by `vds_builder_create`.
+#[no_mangle]
+pub unsafe extern "C" fn vds_builder_set_quantization(
+    b: *mut super::vds_builder,
+    var: *const c_char,
+    storage: i32,
+    min: f64,
+    max: f64,
+) -> vds_status {
+    ffi_boundary!("vds_builder_set_quantization", {
+        // SAFETY: the caller promises a NUL-terminated string.
+        let var = unsafe { arg_str(var, "var")? };
+        let storage = super::dataset::dtype_from_c(storage)?;
+        with_variable(b, var, |v| {
+            v.quantization(storage, min, max);
+            Ok(())
+        })
+    })
+}
+
+/// Declares the value that marks a missing sample of variable `var`
+/// (`value`: one element of its type, `value_len` bytes, native byte
+/// order); unless a fill value is set, it is also the fill value. Chunks
+/// entirely of no-value are index entries only, and levels of detail
+/// average only the samples that are not no-value.
+///
+/// Returns as `vds_builder_set_fill`.
+#[no_mangle]
+pub unsafe extern "C" fn vds_builder_set_no_value(
+    b: *mut super::vds_builder,
+    var: *const c_char,
+    value: *const u8,
+    value_len: usize,
+) -> vds_status {
+    ffi_boundary!("vds_builder_set_no_value", {
+        // SAFETY: the caller promises a string and `value_len` readable bytes.
+        let var = unsafe { arg_str(var, "var")? };
+        let bytes = unsafe { arg_slice(value, value_len, 8, "value")? };
+        with_variable(b, var, |v| {
+            let scalar = super::builder::element_of(v, var, bytes, value_len)?;
+            v.no_value(scalar);
+            Ok(())
+        })
+    })
 }

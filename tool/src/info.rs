@@ -136,6 +136,8 @@ fn describe(ds: &Dataset, path: &str) -> Result<Value, Fail> {
             })).collect::<Vec<_>>(),
             "lod_axes": v.lod_axes().iter().map(|&k| ds.axes()[v.axes()[k]].name()).collect::<Vec<_>>(),
             "lod_method": if v.levels_of_detail() > 1 { format!("{:?}", v.lod_method()).to_lowercase() } else { String::new() },
+            "quantization": v.quantization().map(|q| json!({"storage": q.storage.name(), "range": [q.min, q.max]})),
+            "no_value": v.no_value().map(scalar_json),
             "partitionings": v.partitionings().iter().enumerate().map(|(p, c)| json!({
                 "layer": v.layer_name(0, p as u8, if i == 0 { "" } else { v.name() }).unwrap_or_default(),
                 "chunk_shape": c,
@@ -162,7 +164,12 @@ fn describe(ds: &Dataset, path: &str) -> Result<Value, Fail> {
 
 /// A variable's fill value as JSON.
 fn value_json(v: &Variable) -> Value {
-    match v.fill_value() {
+    scalar_json(v.fill_value())
+}
+
+/// A value as JSON (non-finite floats as strings).
+fn scalar_json(x: vds::Scalar) -> Value {
+    match x {
         vds::Scalar::Int(x) => x.into(),
         vds::Scalar::UInt(x) => x.into(),
         vds::Scalar::Float(x) if x.is_finite() => x.into(),
@@ -216,6 +223,12 @@ fn render(r: &Value) -> String {
             v["codec"].as_str().unwrap_or(""),
             v["fill"]
         );
+        if let Some(q) = v["quantization"].as_object() {
+            t += &format!("    quantized: {} over {}\n", q["storage"].as_str().unwrap_or(""), q["range"]);
+        }
+        if !v["no_value"].is_null() {
+            t += &format!("    no-value: {}\n", v["no_value"]);
+        }
         let lods = v["levels_of_detail"].as_array().map_or(0, Vec::len);
         if lods > 1 {
             let shapes: Vec<String> =

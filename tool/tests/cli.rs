@@ -562,6 +562,9 @@ fn levels_of_detail_and_partitionings_in_info_dump_and_slice() {
                 .partitioning(&[1, 18, 16])
                 .levels_of_detail(3, &[], vds::LodMethod::Average),
         )
+        .variable(
+            VariableBuilder::new("q", DType::Float32, &["inline", "crossline"]).quantization(DType::UInt8, -1.0, 1.0).no_value(-1.0f32),
+        )
         .create(&path)
         .unwrap();
     let data: Vec<f32> = (0..20 * 18 * 16).map(|i| (i % 101) as f32 - 50.0).collect();
@@ -571,6 +574,7 @@ fn levels_of_detail_and_partitionings_in_info_dump_and_slice() {
     let text = ok(&dir, &["info", p]);
     assert!(text.contains("levels of detail: 3 (average over inline, crossline, time): 20x18x16, 10x9x8, 5x5x4"), "{text}");
     assert!(text.contains("partitionings: Dimensions_012LOD0 (8x8x8), Dimensions_01LOD0 (1x18x16)"), "{text}");
+    assert!(text.contains("    quantized: uint8 over [-1.0,1.0]\n    no-value: -1.0\n"), "{text}");
     // 3x3x2 bricks + 20 tiles at level 0, 2x2x1 + 10 at level 1, 1x1x1 + 5 at level 2.
     assert!(text.contains("58 chunks in 6 layers: stored 58, constant 0, fill 0, unwritten 0"), "{text}");
     let ds = Dataset::open(&path).unwrap();
