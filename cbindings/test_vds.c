@@ -768,6 +768,46 @@ static void test_quantization(void) {
     OK(vds_close(ds));
 }
 
+/* A missing-value bitmask beside the values. */
+static void test_mask(void) {
+    vds_builder *b = NULL;
+    vds_dataset *ds = NULL;
+    const char *axes[1] = {"x"};
+    uint64_t start[1] = {0}, shape[1] = {20};
+    int32_t values[20], back[20];
+    uint8_t missing[20], mask[20];
+    int i, ok_all = 1;
+    for (i = 0; i < 20; i++) {
+        values[i] = i * 3;
+        missing[i] = (uint8_t)(i % 4 == 1);
+    }
+    OK(vds_builder_new(&b));
+    OK(vds_builder_add_axis(b, "x", 20, NULL, 0.0, 19.0));
+    OK(vds_builder_add_variable(b, "v", VDS_INT32, axes, 1, NULL));
+    OK(vds_builder_add_variable(b, "plain", VDS_INT32, axes, 1, NULL));
+    OK(vds_builder_set_overwrite(b, true));
+    EXPECT(vds_builder_set_missing_mask(b, "nope", true), VDS_ERR_NOT_FOUND, "no variable named");
+    OK(vds_builder_set_missing_mask(b, "v", true));
+    OK(vds_builder_create(b, path_in("mask.vds"), &ds));
+    OK(vds_builder_free(b));
+    if (!ds) return;
+    EXPECT(vds_write_masked(ds, 0, VDS_INT32, start, shape, NULL, 1, VDS_ORDER_C, (const uint8_t *)values, sizeof values, missing, 10),
+           VDS_ERR_BUFFER_TOO_SMALL, "buffer");
+    EXPECT(vds_write_masked(ds, 1, VDS_INT32, start, shape, NULL, 1, VDS_ORDER_C, (const uint8_t *)values, sizeof values, missing, 20),
+           VDS_ERR_INVALID_ARGUMENT, "keeps no missing-value mask");
+    OK(vds_write_masked(ds, 0, VDS_INT32, start, shape, NULL, 1, VDS_ORDER_C, (const uint8_t *)values, sizeof values, missing, sizeof missing));
+    OK(vds_close(ds));
+    OK(vds_open(path_in("mask.vds"), VDS_OPEN_READ, &ds));
+    OK(vds_read(ds, 0, VDS_INT32, start, shape, NULL, 1, VDS_ORDER_C, (uint8_t *)back, sizeof back));
+    OK(vds_read_mask(ds, 0, 0, start, shape, NULL, 1, VDS_ORDER_C, mask, sizeof mask));
+    for (i = 0; i < 20; i++) ok_all &= back[i] == values[i] && mask[i] == missing[i];
+    CHECK(ok_all);
+    EXPECT(vds_read_mask(ds, 0, 0, start, shape, NULL, 1, VDS_ORDER_C, mask, 5), VDS_ERR_BUFFER_TOO_SMALL, "needs a buffer of 20");
+    EXPECT(vds_read_mask(ds, 1, 0, start, shape, NULL, 1, VDS_ORDER_C, mask, sizeof mask), VDS_ERR_INVALID_ARGUMENT, "keeps no missing-value mask");
+    EXPECT(vds_read_mask(ds, 0, 0, start, shape, NULL, 1, VDS_ORDER_C, NULL, sizeof mask), VDS_ERR_NULL_POINTER, "buf");
+    OK(vds_close(ds));
+}
+
 int main(int argc, char **argv) {
     vds_dataset *ds;
     char path[1200];
@@ -793,6 +833,7 @@ int main(int argc, char **argv) {
     test_damaged_files(path);
     test_layers();
     test_quantization();
+    test_mask();
 
     if (failures) {
         fprintf(stderr, "vds C test: %d of %d checks failed\n", failures, checks);

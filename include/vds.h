@@ -1089,6 +1089,59 @@ vds_status vds_builder_set_no_value(struct vds_builder *b,
                                     const uint8_t *value,
                                     size_t value_len);
 
+/**
+ * Makes variable `var` keep a missing-value bitmask beside its values (as
+ * the ds format does), for types whose every bit pattern is a valid value.
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`, `VDS_ERR_NOT_FOUND`.
+ */
+vds_status vds_builder_set_missing_mask(struct vds_builder *b, const char *var, bool on);
+
+/**
+ * Writes a region of variable `var` as `vds_write` does, with its
+ * missing-value mask: `missing` holds one byte per element of the region
+ * (non-zero: missing), in the same order, `missing_len` bytes. Both are
+ * checked before anything is written. (`vds_write` marks what it writes
+ * as present.)
+ *
+ * Returns as `vds_write`; `VDS_ERR_INVALID_ARGUMENT` for a variable
+ * without a mask; `VDS_ERR_BUFFER_TOO_SMALL` / `VDS_ERR_INVALID_ARGUMENT`
+ * for a mask of the wrong length.
+ *
+ * Thread safety: takes the handle exclusively.
+ */
+vds_status vds_write_masked(struct vds_dataset *ds,
+                            size_t var,
+                            int32_t dtype,
+                            const uint64_t *start,
+                            const uint64_t *shape,
+                            const uint64_t *step,
+                            size_t ndim,
+                            int32_t order,
+                            const uint8_t *buf,
+                            size_t buf_len,
+                            const uint8_t *missing,
+                            size_t missing_len);
+
+/**
+ * Reads the missing-value mask of a region of level `lod` of variable
+ * `var` (1: missing, 0: present; unwritten samples are present) into
+ * `out` (`out_len` bytes, one per element, in `order`), from the
+ * partitioning a read of the values would use.
+ *
+ * Returns as `vds_read_lod`; `VDS_ERR_INVALID_ARGUMENT` for a variable without a mask.
+ */
+vds_status vds_read_mask(const struct vds_dataset *ds,
+                         size_t var,
+                         uint32_t lod,
+                         const uint64_t *start,
+                         const uint64_t *shape,
+                         const uint64_t *step,
+                         size_t ndim,
+                         int32_t order,
+                         uint8_t *out,
+                         size_t out_len);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

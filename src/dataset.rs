@@ -9,8 +9,8 @@ use crate::hash::xxh64;
 use crate::index::{self, Entry, Key, PageReader, PageWriter, DEFAULT_PAGE};
 use crate::spec::{
     check_name, check_slot_name, version_line, Axis, AxisJson, Codec, CodecJson, DType, DescriptorJson, FeaturesJson, LodJson, LodMethod,
-    PartitioningJson, QuantJson, Scalar, SlotJson, Variable, VariableJson, FEATURE_CHUNK_HASHES, FEATURE_LOD, FEATURE_NO_VALUE,
-    FEATURE_PARTITIONINGS, FEATURE_QUANTIZATION, FORMAT_MAJOR, FORMAT_MINOR, MAX_DESCRIPTOR_BYTES,
+    PartitioningJson, QuantJson, Scalar, SlotJson, Variable, VariableJson, FEATURE_CHUNK_HASHES, FEATURE_LOD, FEATURE_MASK,
+    FEATURE_NO_VALUE, FEATURE_PARTITIONINGS, FEATURE_QUANTIZATION, FORMAT_MAJOR, FORMAT_MINOR, MAX_DESCRIPTOR_BYTES,
 };
 use crate::storage::{FileStorage, Storage};
 use crate::wire::{self, crc32};
@@ -168,6 +168,7 @@ pub struct VariableBuilder {
     fill_set: bool,
     no_value: Option<Scalar>,
     quantization: Option<(DType, f64, f64)>,
+    mask: bool,
 }
 
 impl VariableBuilder {
@@ -188,6 +189,7 @@ impl VariableBuilder {
             fill_set: false,
             no_value: None,
             quantization: None,
+            mask: false,
         }
     }
     /// The element type given to [`VariableBuilder::new`].
@@ -263,6 +265,15 @@ impl VariableBuilder {
         self
     }
 
+    /// Keeps a missing-value bitmask beside the values, as the ds format
+    /// does, for types whose every bit pattern is a valid value: see
+    /// [`Dataset::write_masked`] and [`Dataset::read_mask`]. Plain writes
+    /// mark what they write as present.
+    pub fn missing_mask(&mut self, on: bool) -> &mut VariableBuilder {
+        self.mask = on;
+        self
+    }
+
     fn to_json(&self, axes: &[Axis]) -> Result<VariableJson> {
         let chunk = match &self.chunk {
             Some(c) => c.clone(),
@@ -302,6 +313,7 @@ impl VariableBuilder {
                 range: [min, max],
                 extra: Map::new(),
             }),
+            mask: self.mask,
             extra: Map::new(),
         })
     }
@@ -407,6 +419,9 @@ impl DatasetBuilder {
         }
         if variables.iter().any(|v| v.quantization.is_some()) {
             features.incompat.push(FEATURE_QUANTIZATION.into());
+        }
+        if variables.iter().any(|v| v.mask) {
+            features.ro_compat.push(FEATURE_MASK.into());
         }
         let d = DescriptorJson {
             format: "vds".into(),
@@ -1083,7 +1098,29 @@ impl Dataset {
     /// `as_type`: the variable's type (quantized if the variable is), or a
     /// quantized variable's storage type.
     pub(crate) fn write_as(&mut self, v: usize, region: &Region, order: Order, data: &[u8], as_type: DType) -> Result<()> {
+        self.write_masked_as(v, region, order, data, as_type, None)
+    }
+
+    /// Writes a region and, for a variable with a missing-value mask, its
+    /// mask: `missing` (one byte per element, non-zero = missing, in the
+    /// same order), or all present when `None`.
+    pub(crate) fn write_masked_as(
+        &mut self,
+        v: usize,
+        region: &Region,
+        order: Order,
+        data: &[u8],
+        as_type: DType,
+        missing: Option<&[u8]>,
+    ) -> Result<()> {
         self.check_writable()?;
+        if let Some(m) = missing {
+            let Some(mask) = self.vars[v].masks.first() else {
+                return Err(invalid(format!("variable {:?} keeps no missing-value mask", self.vars[v].name)));
+            };
+            // Checked before anything is written.
+            self.check_request_as(mask, 1, region, m.len())?;
+        }
         let layer = self.vars[v].layers[0].clone();
         let (dtype, quant) = (self.vars[v].dtype, self.vars[v].quant);
         match quant {
@@ -1095,6 +1132,19 @@ impl Dataset {
                 self.write_layer(&layer, region, order, &ints)?;
             }
             _ => self.write_layer(&layer, region, order, data)?,
+        }
+        // The mask after the values, whose write checks the region and buffer first.
+        if let Some(mask) = self.vars[v].masks.first().cloned() {
+            let n = wire::to_usize(region.check_within(&mask.shape, &format!("variable {:?}", mask.name))?, "region element count")?;
+            let mut present = Vec::new();
+            let bits: &[u8] = match missing {
+                Some(m) => m,
+                None => {
+                    self.reserve(&mut present, n, "a missing-value mask")?;
+                    &present
+                }
+            };
+            self.write_layer(&mask, region, order, bits)?;
         }
         self.mark_dirty(v, region);
         Ok(())
@@ -1660,7 +1710,7 @@ impl Dataset {
                     s.stored_chunks += 1;
                     s.stored_bytes += u64::from(*length);
                     if let Some(var) =
-                        self.vars.get((key.layer >> 16) as usize).and_then(|v| v.layer((key.layer >> 8) as u8, key.layer as u8))
+                        self.vars.get((key.layer >> 16) as usize).and_then(|v| v.stored_layer((key.layer >> 8) as u8, key.layer as u8))
                     {
                         s.raw_bytes += codec::raw_len(var.dtype, var.chunk_elems) as u64;
                     }

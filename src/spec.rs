@@ -379,7 +379,12 @@ pub(crate) struct FeaturesJson {
 
 /// Feature names this library knows (SPEC.md section 3.4).
 pub(crate) const KNOWN_FEATURES: &[&str] =
-    &[FEATURE_LOD, FEATURE_PARTITIONINGS, FEATURE_CHUNK_HASHES, FEATURE_NO_VALUE, FEATURE_QUANTIZATION];
+    &[FEATURE_LOD, FEATURE_PARTITIONINGS, FEATURE_CHUNK_HASHES, FEATURE_NO_VALUE, FEATURE_QUANTIZATION, FEATURE_MASK];
+/// A variable keeps a missing-value bitmask (read-only compatible: a writer
+/// that does not know it would leave the mask stale).
+pub(crate) const FEATURE_MASK: &str = "missing_mask";
+/// The bit of a key's partitioning byte that marks a mask layer.
+pub(crate) const MASK_LAYER: u8 = 0x80;
 /// A variable declares a no-value marker (compatible: to a reader that does
 /// not know it, the marker is an ordinary value).
 pub(crate) const FEATURE_NO_VALUE: &str = "no_value";
@@ -436,6 +441,9 @@ pub(crate) struct VariableJson {
     /// Stored as integers over a value range (format 1.1, feature "quantization").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quantization: Option<QuantJson>,
+    /// A missing-value bitmask is kept beside the values (format 1.1, feature "missing_mask").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mask: bool,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -594,6 +602,9 @@ pub struct Variable {
     pub(crate) no_value: Option<[u8; 8]>,
     /// How values are stored as integers, if they are.
     pub(crate) quant: Option<Quantization>,
+    /// The missing-value masks of the layers, in the order of `layers`
+    /// (empty unless the variable keeps a mask).
+    pub(crate) masks: Vec<Variable>,
 }
 
 /// Quantized storage: values of a float variable kept as `storage`
@@ -702,6 +713,34 @@ impl Variable {
         layer
     }
 
+    /// The missing-value mask of this layer: bool, same chunks, fill false
+    /// (present), keyed with the mask bit in the partitioning byte.
+    fn mask_of(layer: &Variable) -> Variable {
+        Variable {
+            name: format!("{} (missing-value mask)", layer.name),
+            dtype: DType::Bool,
+            fill: [0; 8],
+            no_value: None,
+            quant: None,
+            codec: Codec::deflate(1).with_shuffle(false),
+            layer_id: layer.layer_id | u16::from(MASK_LAYER),
+            ..layer.clone()
+        }
+    }
+
+    /// The layer a key's level-of-detail and partitioning bytes name: a
+    /// data layer, or with the mask bit the mask of one.
+    pub(crate) fn stored_layer(&self, lod: u8, part: u8) -> Option<&Variable> {
+        if part & MASK_LAYER == 0 {
+            return self.layer(lod, part);
+        }
+        let part = part & !MASK_LAYER;
+        if lod >= self.lods || usize::from(part) >= self.parts.len() {
+            return None;
+        }
+        self.masks.get(usize::from(lod) * self.parts.len() + usize::from(part))
+    }
+
     /// The stored layer `lod`, `part`, if it exists.
     pub(crate) fn layer(&self, lod: u8, part: u8) -> Option<&Variable> {
         if lod >= self.lods || usize::from(part) >= self.parts.len() {
@@ -768,6 +807,10 @@ impl Variable {
     /// The value that marks a missing sample, if the variable declares one.
     pub fn no_value(&self) -> Option<Scalar> {
         self.no_value.map(|b| Scalar::from_element(self.dtype, &b))
+    }
+    /// Whether the variable keeps a missing-value bitmask.
+    pub fn has_mask(&self) -> bool {
+        !self.masks.is_empty()
     }
     /// How the values are stored as integers, if they are quantized.
     pub fn quantization(&self) -> Option<Quantization> {
@@ -1027,9 +1070,13 @@ impl DescriptorJson {
                 index: i,
                 no_value,
                 quant,
+                masks: Vec::new(),
             };
             var.layers =
                 (0..lods).flat_map(|lod| (0..var.parts.len()).map(move |p| (lod, p))).map(|(lod, p)| var.make_layer(lod, p)).collect();
+            if v.mask {
+                var.masks = var.layers.iter().map(Variable::mask_of).collect();
+            }
             vars.push(var);
         }
         for (i, s) in self.slots.iter().enumerate() {

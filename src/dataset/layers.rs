@@ -3,9 +3,9 @@
 //! layer up to date from level 0 of the first partitioning at commit.
 
 use super::{Dataset, VarRef};
-use crate::array::{as_bytes_mut, Element, Order, Region};
+use crate::array::{as_bytes, as_bytes_mut, Element, Order, Region};
 use crate::error::{invalid, Error, ErrorKind, Result};
-use crate::spec::{DType, LodMethod, Variable};
+use crate::spec::{DType, LodMethod, Variable, MASK_LAYER};
 use crate::wire;
 use std::collections::BTreeSet;
 
@@ -139,10 +139,23 @@ impl Dataset {
                         crate::codec::le_to_native(&mut e[..below.esize()], below.esize());
                         e
                     });
-                    let (out, out_shape) =
-                        reduce(&src, &src_shape, &var.lod_axes, below.dtype, var.lod_method, nv.as_ref().map(|e| &e[..below.esize()]));
-                    debug_assert_eq!(out_shape, s.iter().zip(&e).map(|(a, b)| b - a).collect::<Vec<_>>());
-                    self.write_layer(base, &Region::new(&s, &out_shape)?, Order::C, &out)?;
+                    let src_mask = match var.stored_layer(lod - 1, MASK_LAYER) {
+                        Some(m) => {
+                            let mut bits = Vec::new();
+                            self.reserve(&mut bits, region_bytes(m, &src_shape)?, "a level-of-detail source mask")?;
+                            self.read_layer(m, &Region::new(&src_s, &src_shape)?, Order::C, &mut bits)?;
+                            Some(bits)
+                        }
+                        None => None,
+                    };
+                    let nv = nv.as_ref().map(|e| &e[..below.esize()]);
+                    let (out, out_shape, out_mask) =
+                        reduce(&src, &src_shape, &var.lod_axes, below.dtype, var.lod_method, nv, src_mask.as_deref());
+                    let region = Region::new(&s, &out_shape)?;
+                    self.write_layer(base, &region, Order::C, &out)?;
+                    if let (Some(m), Some(bits)) = (var.stored_layer(lod, MASK_LAYER), out_mask) {
+                        self.write_layer(m, &region, Order::C, &bits)?;
+                    }
                 }
                 boxes = targets.iter().map(|c| chunk_bounds(base, c)).collect();
             }
@@ -157,6 +170,13 @@ impl Dataset {
                     let region = Region::new(&s, &shape)?;
                     self.read_layer(base, &region, Order::C, &mut buf)?;
                     self.write_layer(layer, &region, Order::C, &buf)?;
+                    // The mask goes with the values.
+                    if let (Some(from), Some(to)) = (var.stored_layer(lod, MASK_LAYER), var.stored_layer(lod, MASK_LAYER | p as u8)) {
+                        let mut bits = Vec::new();
+                        self.reserve(&mut bits, region_bytes(from, &shape)?, "a partitioning chunk's mask")?;
+                        self.read_layer(from, &region, Order::C, &mut bits)?;
+                        self.write_layer(to, &region, Order::C, &bits)?;
+                    }
                 }
             }
         }
@@ -318,6 +338,51 @@ impl Dataset {
     }
 }
 
+impl Dataset {
+    /// Writes a region with its missing-value mask (`missing[i]` true: the
+    /// value `data[i]` is missing), for a variable created with
+    /// [`VariableBuilder::missing_mask`](crate::VariableBuilder::missing_mask).
+    /// Values at missing positions are stored as given.
+    ///
+    /// # Errors
+    /// As [`Dataset::write`]; `InvalidArgument` for a variable without a
+    /// mask; `BufferTooSmall` / `InvalidArgument` for a mask shorter or
+    /// longer than the region, checked before anything is written.
+    pub fn write_masked<T: Element>(
+        &mut self,
+        var: impl VarRef,
+        region: &Region,
+        order: Order,
+        data: &[T],
+        missing: &[bool],
+    ) -> Result<()> {
+        let v = var.index_in(self)?;
+        self.check_type(v, T::DTYPE)?;
+        self.write_masked_as(v, region, order, as_bytes(data), T::DTYPE, Some(as_bytes(missing)))
+    }
+
+    /// The missing-value mask of a region of level `lod` (true: missing), in
+    /// `order`, from the partitioning a read of the values would use (or
+    /// `partitioning`). Unwritten samples are present.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a variable without a mask; as [`Dataset::read_lod`].
+    pub fn read_mask(&self, var: impl VarRef, lod: u8, partitioning: Option<u8>, region: &Region, order: Order) -> Result<Vec<bool>> {
+        let v = var.index_in(self)?;
+        let layer = self.choose_layer(v, lod, partitioning, region)?;
+        let var = &self.vars[v];
+        let mask = var
+            .stored_layer(lod, MASK_LAYER | (layer.layer_id & 0xff) as u8)
+            .ok_or_else(|| invalid(format!("variable {:?} keeps no missing-value mask", var.name)))?;
+        let n = wire::to_usize(region.check_within(&mask.shape, &format!("variable {:?}", var.name))?, "region element count")?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(n).map_err(|_| Error::new(ErrorKind::OutOfMemory, format!("cannot allocate a mask of {n} values")))?;
+        out.resize(n, false);
+        self.read_layer(mask, region, order, as_bytes_mut(&mut out))?;
+        Ok(out)
+    }
+}
+
 /// Bytes of a region of `shape` of a layer, in memory.
 fn region_bytes(var: &Variable, shape: &[u64]) -> Result<usize> {
     wire::to_usize(wire::mul(wire::product(shape, "region")?, var.esize() as u64, "region bytes")?, "region bytes")
@@ -372,9 +437,22 @@ fn chunk_bounds(layer: &Variable, c: &[u64]) -> Bounds {
 ///
 /// With a no-value `nv` (one native element), averaging skips it: the mean
 /// of a value and no-value is the value, of two no-values the no-value.
-pub(crate) fn reduce(src: &[u8], shape: &[u64], halve: &[bool], dtype: DType, method: LodMethod, nv: Option<&[u8]>) -> (Vec<u8>, Vec<u64>) {
+///
+/// With a missing-value `mask` (one byte per element, non-zero = missing),
+/// averaging skips missing samples the same way, and the result's mask is
+/// missing only where both samples were.
+pub(crate) fn reduce(
+    src: &[u8],
+    shape: &[u64],
+    halve: &[bool],
+    dtype: DType,
+    method: LodMethod,
+    nv: Option<&[u8]>,
+    mask: Option<&[u8]>,
+) -> (Vec<u8>, Vec<u64>, Option<Vec<u8>>) {
     let esize = dtype.size();
     let mut cur = src.to_vec();
+    let mut cur_mask = mask.map(<[u8]>::to_vec);
     let mut shape = shape.to_vec();
     for axis in (0..shape.len()).filter(|&a| halve[a]) {
         let n = shape[axis] as usize;
@@ -382,30 +460,42 @@ pub(crate) fn reduce(src: &[u8], shape: &[u64], halve: &[bool], dtype: DType, me
         let outer: usize = shape[..axis].iter().product::<u64>() as usize;
         let inner: usize = shape[axis + 1..].iter().product::<u64>() as usize;
         let mut out = vec![0u8; outer * m * inner * esize];
+        let mut out_mask = cur_mask.as_ref().map(|_| vec![0u8; outer * m * inner]);
         for o in 0..outer {
             for i in 0..m {
                 let a = (o * n + 2 * i) * inner;
                 let dst = (o * m + i) * inner;
                 if method == LodMethod::Nearest || 2 * i + 1 == n {
                     out[dst * esize..(dst + inner) * esize].copy_from_slice(&cur[a * esize..(a + inner) * esize]);
+                    if let (Some(om), Some(cm)) = (&mut out_mask, &cur_mask) {
+                        om[dst..dst + inner].copy_from_slice(&cm[a..a + inner]);
+                    }
                     continue;
                 }
                 let b = a + inner;
                 for j in 0..inner {
                     let (x, y) = (&cur[(a + j) * esize..][..esize], &cur[(b + j) * esize..][..esize]);
+                    let (mx, my) = cur_mask.as_ref().map_or((false, false), |cm| (cm[a + j] != 0, cm[b + j] != 0));
                     let o = &mut out[(dst + j) * esize..][..esize];
                     match nv {
+                        _ if mx && my => o.copy_from_slice(x),
+                        _ if mx => o.copy_from_slice(y),
+                        _ if my => o.copy_from_slice(x),
                         Some(nv) if x == nv => o.copy_from_slice(y),
                         Some(nv) if y == nv => o.copy_from_slice(x),
                         _ => mean2(dtype, x, y, o),
+                    }
+                    if let Some(om) = &mut out_mask {
+                        om[dst + j] = u8::from(mx && my);
                     }
                 }
             }
         }
         cur = out;
+        cur_mask = out_mask;
         shape[axis] = m as u64;
     }
-    (cur, shape)
+    (cur, shape, cur_mask)
 }
 
 /// The mean of two native-order elements: floats in f64, then rounded to

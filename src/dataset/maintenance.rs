@@ -222,7 +222,7 @@ impl Dataset {
             return None;
         };
         let (lod, part) = ((key.layer >> 8) as u8, key.layer as u8);
-        let Some(layer) = var.layer(lod, part) else {
+        let Some(layer) = var.stored_layer(lod, part) else {
             note(bad(format!("variable {:?} has no level of detail {lod} in partitioning {part}", var.name)));
             return None;
         };

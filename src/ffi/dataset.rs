@@ -786,15 +786,38 @@ pub unsafe extern "C" fn vds_write(
     buf_len: usize,
 ) -> vds_status {
     ffi_boundary!("vds_write", {
-        let obj = dataset(ds)?;
-        let mut d = obj.write()?;
-        let dtype = check_dtype(&d, var, dtype)?;
-        let order = order_from_c(order)?;
-        // SAFETY: the caller promises `ndim` values in each array.
-        let r = unsafe { region(start, shape, step, ndim)? };
-        // SAFETY: the caller promises `buf_len` readable bytes at `buf`.
-        let data = unsafe { arg_slice(buf, buf_len, usize::MAX, "buf")? };
-        d.write_as(var, &r, order, data, dtype)?;
-        Ok(())
+        // SAFETY: forwarded from the caller.
+        unsafe { write_region(ds, var, dtype, (start, shape, step, ndim), order, (buf, buf_len), None) }
     })
+}
+
+/// The body of `vds_write` and `vds_write_masked`.
+///
+/// # Safety
+/// As `vds_write`: `ndim` values in each array of `region`, `len` readable
+/// bytes at each buffer.
+pub(crate) unsafe fn write_region(
+    ds: *mut vds_dataset,
+    var: usize,
+    dtype: i32,
+    (start, shape, step, ndim): (*const u64, *const u64, *const u64, usize),
+    order: i32,
+    (buf, buf_len): (*const u8, usize),
+    missing: Option<(*const u8, usize)>,
+) -> FfiResult {
+    let obj = dataset(ds)?;
+    let mut d = obj.write()?;
+    let dtype = check_dtype(&d, var, dtype)?;
+    let order = order_from_c(order)?;
+    // SAFETY: the caller promises `ndim` values in each array.
+    let r = unsafe { region(start, shape, step, ndim)? };
+    // SAFETY: the caller promises `buf_len` readable bytes at `buf`.
+    let data = unsafe { arg_slice(buf, buf_len, usize::MAX, "buf")? };
+    // SAFETY: as above, for the mask.
+    let missing = match missing {
+        Some((p, n)) => Some(unsafe { arg_slice(p, n, usize::MAX, "missing")? }),
+        None => None,
+    };
+    d.write_masked_as(var, &r, order, data, dtype, missing)?;
+    Ok(())
 }

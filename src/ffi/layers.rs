@@ -377,3 +377,92 @@ pub unsafe extern "C" fn vds_builder_set_no_value(
         })
     })
 }
+
+/// Makes variable `var` keep a missing-value bitmask beside its values (as
+/// the ds format does), for types whose every bit pattern is a valid value.
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`, `VDS_ERR_NOT_FOUND`.
+#[no_mangle]
+pub unsafe extern "C" fn vds_builder_set_missing_mask(b: *mut super::vds_builder, var: *const c_char, on: bool) -> vds_status {
+    ffi_boundary!("vds_builder_set_missing_mask", {
+        // SAFETY: the caller promises a NUL-terminated string.
+        let var = unsafe { arg_str(var, "var")? };
+        with_variable(b, var, |v| {
+            v.missing_mask(on);
+            Ok(())
+        })
+    })
+}
+
+/// Writes a region of variable `var` as `vds_write` does, with its
+/// missing-value mask: `missing` holds one byte per element of the region
+/// (non-zero: missing), in the same order, `missing_len` bytes. Both are
+/// checked before anything is written. (`vds_write` marks what it writes
+/// as present.)
+///
+/// Returns as `vds_write`; `VDS_ERR_INVALID_ARGUMENT` for a variable
+/// without a mask; `VDS_ERR_BUFFER_TOO_SMALL` / `VDS_ERR_INVALID_ARGUMENT`
+/// for a mask of the wrong length.
+///
+/// Thread safety: takes the handle exclusively.
+#[no_mangle]
+pub unsafe extern "C" fn vds_write_masked(
+    ds: *mut vds_dataset,
+    var: usize,
+    dtype: i32,
+    start: *const u64,
+    shape: *const u64,
+    step: *const u64,
+    ndim: usize,
+    order: i32,
+    buf: *const u8,
+    buf_len: usize,
+    missing: *const u8,
+    missing_len: usize,
+) -> vds_status {
+    ffi_boundary!("vds_write_masked", {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            super::dataset::write_region(ds, var, dtype, (start, shape, step, ndim), order, (buf, buf_len), Some((missing, missing_len)))
+        }
+    })
+}
+
+/// Reads the missing-value mask of a region of level `lod` of variable
+/// `var` (1: missing, 0: present; unwritten samples are present) into
+/// `out` (`out_len` bytes, one per element, in `order`), from the
+/// partitioning a read of the values would use.
+///
+/// Returns as `vds_read_lod`; `VDS_ERR_INVALID_ARGUMENT` for a variable without a mask.
+#[no_mangle]
+pub unsafe extern "C" fn vds_read_mask(
+    ds: *const vds_dataset,
+    var: usize,
+    lod: u32,
+    start: *const u64,
+    shape: *const u64,
+    step: *const u64,
+    ndim: usize,
+    order: i32,
+    out: *mut u8,
+    out_len: usize,
+) -> vds_status {
+    ffi_boundary!("vds_read_mask", {
+        let obj = dataset(ds)?;
+        let d = obj.read()?;
+        variable(&d, var)?;
+        let order = order_from_c(order)?;
+        // SAFETY: the caller promises `ndim` values in each array and `out_len` writable bytes.
+        let r = unsafe { super::dataset::region(start, shape, step, ndim)? };
+        let out_buf = unsafe { out_buffer(out, out_len)? };
+        let mask = d.read_mask(var, lod_u8(lod), None, &r, order)?;
+        if mask.len() != out_buf.len() {
+            let code = if out_buf.len() < mask.len() { vds_status::VDS_ERR_BUFFER_TOO_SMALL } else { vds_status::VDS_ERR_INVALID_ARGUMENT };
+            return fail(code, format!("the region needs a buffer of {} bytes, the buffer has {}", mask.len(), out_buf.len()));
+        }
+        for (o, &m) in out_buf.iter_mut().zip(&mask) {
+            *o = u8::from(m);
+        }
+        Ok(())
+    })
+}

@@ -138,6 +138,7 @@ fn describe(ds: &Dataset, path: &str) -> Result<Value, Fail> {
             "lod_method": if v.levels_of_detail() > 1 { format!("{:?}", v.lod_method()).to_lowercase() } else { String::new() },
             "quantization": v.quantization().map(|q| json!({"storage": q.storage.name(), "range": [q.min, q.max]})),
             "no_value": v.no_value().map(scalar_json),
+            "missing_mask": v.has_mask(),
             "partitionings": v.partitionings().iter().enumerate().map(|(p, c)| json!({
                 "layer": v.layer_name(0, p as u8, if i == 0 { "" } else { v.name() }).unwrap_or_default(),
                 "chunk_shape": c,
@@ -228,6 +229,9 @@ fn render(r: &Value) -> String {
         }
         if !v["no_value"].is_null() {
             t += &format!("    no-value: {}\n", v["no_value"]);
+        }
+        if v["missing_mask"] == Value::Bool(true) {
+            t += "    missing-value mask: kept\n";
         }
         let lods = v["levels_of_detail"].as_array().map_or(0, Vec::len);
         if lods > 1 {
