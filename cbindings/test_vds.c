@@ -808,6 +808,42 @@ static void test_mask(void) {
     OK(vds_close(ds));
 }
 
+/* Bricks with margins: brick 1 of a 1-D variable in chunks of 4 with margins
+ * 2 and 1 holds samples 2..9. */
+static void test_margins(void) {
+    vds_builder *b = NULL;
+    vds_dataset *ds = NULL;
+    const char *axes[1] = {"x"};
+    uint64_t chunk[1] = {4}, start[1] = {0}, shape[1] = {10}, coords[1] = {1}, outside[1] = {3}, bshape[1] = {0};
+    int16_t values[10], brick[7], first[7];
+    int i, ok_all = 1;
+    for (i = 0; i < 10; i++) values[i] = (int16_t)(100 + i);
+    OK(vds_builder_new(&b));
+    OK(vds_builder_add_axis(b, "x", 10, NULL, 0.0, 9.0));
+    OK(vds_builder_add_variable(b, "v", VDS_INT16, axes, 1, chunk));
+    OK(vds_builder_set_overwrite(b, true));
+    EXPECT(vds_builder_set_margin(b, "nope", 2, 1), VDS_ERR_NOT_FOUND, "no variable named");
+    OK(vds_builder_set_margin(b, "v", 2, 1));
+    OK(vds_builder_create(b, path_in("margins.vds"), &ds));
+    OK(vds_builder_free(b));
+    if (!ds) return;
+    OK(vds_write(ds, 0, VDS_INT16, start, shape, NULL, 1, VDS_ORDER_C, (const uint8_t *)values, sizeof values));
+    OK(vds_close(ds));
+    OK(vds_open(path_in("margins.vds"), VDS_OPEN_READ, &ds));
+    OK(vds_read_brick(ds, 0, VDS_INT16, 0, coords, 1, (uint8_t *)brick, sizeof brick, bshape));
+    CHECK(bshape[0] == 7);
+    for (i = 0; i < 7; i++) ok_all &= brick[i] == values[2 + i];
+    CHECK(ok_all);
+    /* Brick 0 starts 2 samples before the variable: those read as the fill value 0. */
+    coords[0] = 0;
+    OK(vds_read_brick(ds, 0, VDS_INT16, 0, coords, 1, (uint8_t *)first, sizeof first, bshape));
+    CHECK(first[0] == 0 && first[1] == 0 && first[2] == 100 && first[6] == 104);
+    EXPECT(vds_read_brick(ds, 0, VDS_INT16, 0, outside, 1, (uint8_t *)brick, sizeof brick, bshape), VDS_ERR_OUT_OF_RANGE, "outside the grid");
+    EXPECT(vds_read_brick(ds, 0, VDS_INT16, 0, coords, 1, (uint8_t *)brick, 4, bshape), VDS_ERR_BUFFER_TOO_SMALL, "needs a buffer of 14");
+    EXPECT(vds_read_brick(ds, 0, VDS_INT16, 0, coords, 1, (uint8_t *)brick, sizeof brick, NULL), VDS_ERR_NULL_POINTER, "out_shape");
+    OK(vds_close(ds));
+}
+
 int main(int argc, char **argv) {
     vds_dataset *ds;
     char path[1200];
@@ -834,6 +870,7 @@ int main(int argc, char **argv) {
     test_layers();
     test_quantization();
     test_mask();
+    test_margins();
 
     if (failures) {
         fprintf(stderr, "vds C test: %d of %d checks failed\n", failures, checks);

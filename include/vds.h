@@ -1142,6 +1142,42 @@ vds_status vds_read_mask(const struct vds_dataset *ds,
                          uint8_t *out,
                          size_t out_len);
 
+/**
+ * Gives each brick of variable `var` (each chunk of its first
+ * partitioning, at every level of detail) copies of the `negative`
+ * samples before and the `positive` samples after its box along every
+ * axis (at most 64 each), so that a filter can read a brick with its
+ * neighbourhood from one chunk (`vds_read_brick`).
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+ * `VDS_ERR_NOT_FOUND`. The margins are checked by `vds_builder_create`.
+ */
+vds_status vds_builder_set_margin(struct vds_builder *b,
+                                  const char *var,
+                                  uint64_t negative,
+                                  uint64_t positive);
+
+/**
+ * Reads brick `coords[0..ndim]` (grid coordinates) of level `lod` of
+ * variable `var` as stored: its box plus the margins around it, in C
+ * order, into `buf` (`buf_len` bytes of `dtype`, exactly one brick);
+ * `out_shape[0..ndim]` receives the box's shape (chunk shape plus both
+ * margins). The box starts `negative` samples before the brick; samples
+ * outside the variable read as the fill value.
+ *
+ * Returns as `vds_read_lod`, and `VDS_ERR_OUT_OF_RANGE` for coordinates
+ * outside the grid.
+ */
+vds_status vds_read_brick(const struct vds_dataset *ds,
+                          size_t var,
+                          int32_t dtype,
+                          uint32_t lod,
+                          const uint64_t *coords,
+                          size_t ndim,
+                          uint8_t *buf,
+                          size_t buf_len,
+                          uint64_t *out_shape);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

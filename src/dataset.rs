@@ -9,8 +9,8 @@ use crate::hash::xxh64;
 use crate::index::{self, Entry, Key, PageReader, PageWriter, DEFAULT_PAGE};
 use crate::spec::{
     check_name, check_slot_name, version_line, Axis, AxisJson, Codec, CodecJson, DType, DescriptorJson, FeaturesJson, LodJson, LodMethod,
-    PartitioningJson, QuantJson, Scalar, SlotJson, Variable, VariableJson, FEATURE_CHUNK_HASHES, FEATURE_LOD, FEATURE_MASK,
-    FEATURE_NO_VALUE, FEATURE_PARTITIONINGS, FEATURE_QUANTIZATION, FORMAT_MAJOR, FORMAT_MINOR, MAX_DESCRIPTOR_BYTES,
+    PartitioningJson, QuantJson, Scalar, SlotJson, Variable, VariableJson, FEATURE_CHUNK_HASHES, FEATURE_LOD, FEATURE_MARGINS,
+    FEATURE_MASK, FEATURE_NO_VALUE, FEATURE_PARTITIONINGS, FEATURE_QUANTIZATION, FORMAT_MAJOR, FORMAT_MINOR, MAX_DESCRIPTOR_BYTES,
 };
 use crate::storage::{FileStorage, Storage};
 use crate::wire::{self, crc32};
@@ -169,6 +169,7 @@ pub struct VariableBuilder {
     no_value: Option<Scalar>,
     quantization: Option<(DType, f64, f64)>,
     mask: bool,
+    margin: [u64; 2],
 }
 
 impl VariableBuilder {
@@ -190,6 +191,7 @@ impl VariableBuilder {
             no_value: None,
             quantization: None,
             mask: false,
+            margin: [0, 0],
         }
     }
     /// The element type given to [`VariableBuilder::new`].
@@ -265,6 +267,16 @@ impl VariableBuilder {
         self
     }
 
+    /// Gives each brick (each chunk of the first partitioning, at every
+    /// level of detail) a margin: copies of the `negative` samples before and
+    /// the `positive` samples after its box along every axis (at most
+    /// [`MAX_MARGIN`](crate::MAX_MARGIN)), so that a filter or an
+    /// interpolation can read a brick with its neighbourhood from one chunk
+    /// ([`Dataset::read_brick`]). Writes keep every copy up to date.
+    pub fn margin(&mut self, negative: u64, positive: u64) -> &mut VariableBuilder {
+        self.margin = [negative, positive];
+        self
+    }
     /// Keeps a missing-value bitmask beside the values, as the ds format
     /// does, for types whose every bit pattern is a valid value: see
     /// [`Dataset::write_masked`] and [`Dataset::read_mask`]. Plain writes
@@ -314,6 +326,7 @@ impl VariableBuilder {
                 extra: Map::new(),
             }),
             mask: self.mask,
+            margin: (self.margin != [0, 0]).then_some(self.margin),
             extra: Map::new(),
         })
     }
@@ -422,6 +435,9 @@ impl DatasetBuilder {
         }
         if variables.iter().any(|v| v.mask) {
             features.ro_compat.push(FEATURE_MASK.into());
+        }
+        if variables.iter().any(|v| v.margin.is_some()) {
+            features.incompat.push(FEATURE_MARGINS.into());
         }
         let d = DescriptorJson {
             format: "vds".into(),
@@ -994,7 +1010,7 @@ impl Dataset {
         // Fill and constant chunks are written at once; stored ones are gathered
         // so that those not in the cache can be decoded on several cores.
         let mut stored: Vec<(Vec<u64>, ChunkPlan, Entry)> = Vec::new();
-        for_each_chunk(var, region, order, |coords, plan| {
+        for_each_chunk(var, region, order, false, |coords, plan| {
             match self.entry(&chunk_key(var, coords))? {
                 None | Some(Entry::Fill) => fill_block(&plan.dst_spans(), &var.fill[..esize], out, plan.dst0),
                 Some(Entry::Constant { value }) => {
@@ -1163,7 +1179,7 @@ impl Dataset {
         // gathered and encoded on several cores. The others are read,
         // updated and rewritten here, one by one.
         let mut full: Vec<(Vec<u64>, ChunkPlan)> = Vec::new();
-        let result = for_each_chunk(var, region, order, |coords, plan| {
+        let result = for_each_chunk(var, region, order, true, |coords, plan| {
             if plan.covers_chunk {
                 full.push((coords.to_vec(), plan.clone()));
                 return Ok(());
@@ -1935,16 +1951,22 @@ fn chunk_key(var: &Variable, coords: &[u64]) -> Key {
     Key { layer: Key::layer_of(var.index) | u32::from(var.layer_id), coords: c }
 }
 
-/// The spans of a chunk's valid part (inside the variable's extent), for the chunk in memory.
-fn valid_part(var: &Variable, coords: &[u64]) -> Vec<Span> {
-    let cdims: Vec<usize> = var.chunk.iter().map(|&c| c as usize).collect();
+/// The spans of a chunk's valid part (inside the variable's extent, margins
+/// included), for the chunk in memory, and the element where it starts.
+fn valid_part(var: &Variable, coords: &[u64]) -> (Vec<Span>, usize) {
+    let cdims: Vec<usize> = var.stored_chunk().iter().map(|&c| c as usize).collect();
     let cst = strides(&cdims, Order::C);
-    (0..coords.len())
+    let [mn, mp] = var.margin;
+    let mut first = 0;
+    let spans = (0..coords.len())
         .map(|d| {
-            let start = coords[d] * var.chunk[d];
-            Span { count: (var.chunk[d].min(var.shape[d] - start)) as usize, src: cst[d], dst: 0 }
+            let box_start = (coords[d] * var.chunk[d]).saturating_sub(mn);
+            let box_end = (coords[d] * var.chunk[d] + var.chunk[d] + mp).min(var.shape[d]);
+            first += (box_start + mn - coords[d] * var.chunk[d]) as usize * cst[d];
+            Span { count: (box_end - box_start) as usize, src: cst[d], dst: 0 }
         })
-        .collect()
+        .collect();
+    (spans, first)
 }
 
 /// Runs `work(state, i)` for every `i` in `0..n` on `workers` threads (each
@@ -2026,9 +2048,10 @@ fn gather(var: &Variable, plan: &ChunkPlan, data: &[u8], buf: &mut [u8]) {
 /// part inside the variable's extent), or encodes it.
 fn prepare(var: &Variable, coords: &[u64], buf: &[u8]) -> Prepared {
     let esize = var.esize();
-    if block_is_constant(&valid_part(var, coords), esize, buf, 0) {
+    let (valid, first) = valid_part(var, coords);
+    if block_is_constant(&valid, esize, buf, first) {
         let mut value = [0u8; 8];
-        value[..esize].copy_from_slice(&buf[..esize]);
+        value[..esize].copy_from_slice(&buf[first * esize..(first + 1) * esize]);
         codec::native_to_le(&mut value[..esize], esize);
         return Prepared::Entry(if value == var.fill { Entry::Fill } else { Entry::Constant { value } });
     }
@@ -2066,26 +2089,40 @@ impl ChunkPlan {
     }
 }
 
-/// Calls `f` for every chunk that holds at least one element of `region`.
-fn for_each_chunk(var: &Variable, region: &Region, order: Order, mut f: impl FnMut(&[u64], &ChunkPlan) -> Result<()>) -> Result<()> {
+/// Calls `f` for every chunk that holds at least one element of `region`:
+/// in its own box when reading (`padded` false), or anywhere in the box
+/// its margins extend (`padded` true, for writes, which must reach every
+/// copy of a sample). Chunk-local positions count from the start of the
+/// margin.
+fn for_each_chunk(
+    var: &Variable,
+    region: &Region,
+    order: Order,
+    padded: bool,
+    mut f: impl FnMut(&[u64], &ChunkPlan) -> Result<()>,
+) -> Result<()> {
     let n = var.shape.len();
     let (start, shape, step) = (region.start(), region.shape(), region.step());
+    let [mn, mp] = var.margin;
+    let (ext_lo, ext_hi) = if padded { (mn, mp) } else { (0, 0) };
     // Sizes below are bounded by the chunk size (<= 256 MiB) or the caller's buffer, so they fit usize.
-    let cdims: Vec<usize> = var.chunk.iter().map(|&c| c as usize).collect();
+    let cdims: Vec<usize> = var.stored_chunk().iter().map(|&c| c as usize).collect();
     let cst = strides(&cdims, Order::C);
     let bdims: Vec<usize> = shape.iter().map(|&s| s as usize).collect();
     let bst = strides(&bdims, order);
-    let lo: Vec<u64> = (0..n).map(|d| start[d] / var.chunk[d]).collect();
-    let hi: Vec<u64> = (0..n).map(|d| (start[d] + (shape[d] - 1) * step[d]) / var.chunk[d]).collect();
+    let lo: Vec<u64> = (0..n).map(|d| start[d].saturating_sub(ext_hi) / var.chunk[d]).collect();
+    let hi: Vec<u64> = (0..n).map(|d| ((start[d] + (shape[d] - 1) * step[d] + ext_lo) / var.chunk[d]).min(var.grid[d] - 1)).collect();
     let mut coords = lo.clone();
     let mut spans = vec![Span { count: 0, src: 0, dst: 0 }; n];
     'chunks: loop {
         let (mut src0, mut dst0, mut covers) = (0usize, 0usize, true);
         let mut empty = false;
         for d in 0..n {
-            let c0 = coords[d] * var.chunk[d];
-            let c_end = (c0 + var.chunk[d]).min(var.shape[d]); // exclusive, within the extent
-                                                               // First and last region index i whose sample start + i*step lies in [c0, c_end).
+            // The box this chunk serves, within the extent, and where its stored copy starts.
+            let origin = (coords[d] * var.chunk[d]) as i128 - mn as i128;
+            let c0 = (coords[d] * var.chunk[d]).saturating_sub(ext_lo);
+            let c_end = (coords[d] * var.chunk[d] + var.chunk[d] + ext_hi).min(var.shape[d]); // exclusive
+                                                                                              // First and last region index i whose sample start + i*step lies in [c0, c_end).
             let i_lo = if c0 <= start[d] { 0 } else { wire::div_ceil(c0 - start[d], step[d]) };
             let i_hi = ((c_end - 1).saturating_sub(start[d]) / step[d]).min(shape[d] - 1);
             if c_end <= start[d] || i_lo > i_hi {
@@ -2093,11 +2130,11 @@ fn for_each_chunk(var: &Variable, region: &Region, order: Order, mut f: impl FnM
                 break;
             }
             let count = i_hi - i_lo + 1;
-            let first = start[d] + i_lo * step[d] - c0;
+            let first = start[d] + i_lo * step[d];
             spans[d] = Span { count: count as usize, src: step[d] as usize * cst[d], dst: bst[d] };
-            src0 += first as usize * cst[d];
+            src0 += (first as i128 - origin) as usize * cst[d];
             dst0 += i_lo as usize * bst[d];
-            covers &= step[d] == 1 && first == 0 && count == c_end - c0;
+            covers &= step[d] == 1 && first == c0 && count == c_end - c0;
         }
         if !empty {
             f(&coords, &ChunkPlan { spans: spans.clone(), src0, dst0, covers_chunk: covers })?;

@@ -82,6 +82,6 @@ pub use error::{Error, ErrorKind, Location, Result};
 pub use serde_json;
 pub use spec::{
     Axis, Codec, Compression, DType, LodMethod, Quantization, Scalar, Variable, FORMAT_MAJOR, FORMAT_MINOR, MAX_CHUNK_BYTES, MAX_DIMS,
-    MAX_LODS, MAX_PARTITIONINGS,
+    MAX_LODS, MAX_MARGIN, MAX_PARTITIONINGS,
 };
 pub use storage::{FileStorage, MemoryStorage, Storage};

@@ -379,10 +379,15 @@ pub(crate) struct FeaturesJson {
 
 /// Feature names this library knows (SPEC.md section 3.4).
 pub(crate) const KNOWN_FEATURES: &[&str] =
-    &[FEATURE_LOD, FEATURE_PARTITIONINGS, FEATURE_CHUNK_HASHES, FEATURE_NO_VALUE, FEATURE_QUANTIZATION, FEATURE_MASK];
+    &[FEATURE_LOD, FEATURE_PARTITIONINGS, FEATURE_CHUNK_HASHES, FEATURE_NO_VALUE, FEATURE_QUANTIZATION, FEATURE_MASK, FEATURE_MARGINS];
 /// A variable keeps a missing-value bitmask (read-only compatible: a writer
 /// that does not know it would leave the mask stale).
 pub(crate) const FEATURE_MASK: &str = "missing_mask";
+/// Bricks carry margins (incompatible: a reader that does not know them
+/// would misplace every sample).
+pub(crate) const FEATURE_MARGINS: &str = "margins";
+/// The largest margin, in samples.
+pub const MAX_MARGIN: u64 = 64;
 /// The bit of a key's partitioning byte that marks a mask layer.
 pub(crate) const MASK_LAYER: u8 = 0x80;
 /// A variable declares a no-value marker (compatible: to a reader that does
@@ -444,6 +449,10 @@ pub(crate) struct VariableJson {
     /// A missing-value bitmask is kept beside the values (format 1.1, feature "missing_mask").
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mask: bool,
+    /// Bricks of the first partitioning overlap their neighbours by this
+    /// many samples before and after (format 1.1, feature "margins").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub margin: Option<[u64; 2]>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -605,6 +614,9 @@ pub struct Variable {
     /// The missing-value masks of the layers, in the order of `layers`
     /// (empty unless the variable keeps a mask).
     pub(crate) masks: Vec<Variable>,
+    /// Samples each stored chunk of this layer carries before and after its
+    /// own box along every axis (the first partitioning's bricks only).
+    pub(crate) margin: [u64; 2],
 }
 
 /// Quantized storage: values of a float variable kept as `storage`
@@ -681,7 +693,9 @@ impl Variable {
         let shape: Vec<u64> = self.shape.iter().zip(&self.lod_axes).map(|(&n, &h)| if h { lod_extent(n, lod) } else { n }).collect();
         let chunk = self.parts[part].clone();
         let grid = shape.iter().zip(&chunk).map(|(&n, &c)| n.div_ceil(c)).collect();
-        let chunk_elems = chunk.iter().product::<u64>() as usize;
+        // Only the first partitioning's bricks carry margins.
+        let margin = if part == 0 { self.margin } else { [0, 0] };
+        let chunk_elems = chunk.iter().map(|&c| c + margin[0] + margin[1]).product::<u64>() as usize;
         let name =
             if lod == 0 && part == 0 { self.name.clone() } else { format!("{} (level of detail {lod}, partitioning {part})", self.name) };
         let mut layer = Variable {
@@ -690,6 +704,7 @@ impl Variable {
             chunk,
             grid,
             chunk_elems,
+            margin,
             layers: Vec::new(),
             layer_id: u16::from(lod) << 8 | part as u16,
             ..self.clone()
@@ -807,6 +822,16 @@ impl Variable {
     /// The value that marks a missing sample, if the variable declares one.
     pub fn no_value(&self) -> Option<Scalar> {
         self.no_value.map(|b| Scalar::from_element(self.dtype, &b))
+    }
+    /// The samples each brick of the first partitioning carries before and
+    /// after its own box along every axis (`[0, 0]`: none).
+    pub fn margin(&self) -> [u64; 2] {
+        self.margin
+    }
+    /// The shape of a stored chunk of the first partitioning: the chunk
+    /// shape plus both margins.
+    pub(crate) fn stored_chunk(&self) -> Vec<u64> {
+        self.chunk.iter().map(|&c| c + self.margin[0] + self.margin[1]).collect()
     }
     /// Whether the variable keeps a missing-value bitmask.
     pub fn has_mask(&self) -> bool {
@@ -1049,6 +1074,15 @@ impl DescriptorJson {
                     Some(Quantization { storage, min, max })
                 }
             };
+            let margin = v.margin.unwrap_or([0, 0]);
+            if margin.iter().any(|&m| m > MAX_MARGIN) {
+                return Err(format!("variable {:?}: margin {margin:?} exceeds {MAX_MARGIN} samples", v.name).into());
+            }
+            let padded: Vec<u64> = v.chunk.iter().map(|&c| c + margin[0] + margin[1]).collect();
+            let padded_bytes = wire::product(&padded, "chunk element count").map_err(|e| format!("variable {:?}: {e}", v.name))?;
+            if padded_bytes.saturating_mul(dtype.size() as u64) > MAX_CHUNK_BYTES {
+                return Err(format!("variable {:?}: a chunk with its margins exceeds {MAX_CHUNK_BYTES} bytes", v.name).into());
+            }
             let mut var = Variable {
                 name: v.name.clone(),
                 unit: v.unit.clone(),
@@ -1071,6 +1105,7 @@ impl DescriptorJson {
                 no_value,
                 quant,
                 masks: Vec::new(),
+                margin,
             };
             var.layers =
                 (0..lods).flat_map(|lod| (0..var.parts.len()).map(move |p| (lod, p))).map(|(lod, p)| var.make_layer(lod, p)).collect();

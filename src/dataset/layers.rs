@@ -383,6 +383,60 @@ impl Dataset {
     }
 }
 
+impl Dataset {
+    /// One brick (a chunk of the first partitioning at level `lod`, by its
+    /// grid coordinates) as stored: its box plus the margins around it
+    /// ([`VariableBuilder::margin`](crate::VariableBuilder::margin)), read
+    /// from one chunk, in C order. Returns the values and the box's shape
+    /// (chunk shape plus both margins); the box starts `margin[0]` samples
+    /// before the brick, and samples outside the variable read as the fill
+    /// value.
+    ///
+    /// # Errors
+    /// `OutOfRange` for a level or coordinates the variable does not have;
+    /// as [`Dataset::read`].
+    pub fn read_brick<T: Element + Default>(&self, var: impl VarRef, lod: u8, coords: &[u64]) -> Result<(Vec<T>, Vec<u64>)> {
+        let v = var.index_in(self)?;
+        self.check_type(v, T::DTYPE)?;
+        let layer = self.vars[v]
+            .layer(lod, 0)
+            .ok_or_else(|| Error::new(ErrorKind::OutOfRange, format!("variable {:?} has no level of detail {lod}", self.vars[v].name)))?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(layer.chunk_elems).map_err(|_| Error::new(ErrorKind::OutOfMemory, "cannot allocate a brick"))?;
+        out.resize(layer.chunk_elems, T::default());
+        let shape = self.read_brick_as(v, lod, coords, as_bytes_mut(&mut out), T::DTYPE)?;
+        Ok((out, shape))
+    }
+
+    /// [`Dataset::read_brick`] into a buffer of exactly one brick of `as_type` (see `read_as`).
+    pub(crate) fn read_brick_as(&self, v: usize, lod: u8, coords: &[u64], out: &mut [u8], as_type: DType) -> Result<Vec<u64>> {
+        let var = &self.vars[v];
+        let layer = var
+            .layer(lod, 0)
+            .ok_or_else(|| Error::new(ErrorKind::OutOfRange, format!("variable {:?} has no level of detail {lod}", var.name)))?;
+        if coords.len() != layer.grid.len() || coords.iter().zip(&layer.grid).any(|(c, g)| c >= g) {
+            return Err(Error::new(
+                ErrorKind::OutOfRange,
+                format!("brick {coords:?} is outside the grid {:?} of {}", layer.grid, layer.name),
+            ));
+        }
+        let esize = if var.quant.is_some_and(|q| q.storage == as_type) { layer.esize() } else { var.esize() };
+        let need = layer.chunk_elems * esize;
+        if out.len() != need {
+            let kind = if out.len() < need { ErrorKind::BufferTooSmall } else { ErrorKind::InvalidArgument };
+            return Err(Error::new(kind, format!("a brick needs a buffer of {need} bytes, the buffer has {}", out.len())));
+        }
+        let mut buf = Vec::new();
+        self.reserve(&mut buf, layer.chunk_elems * layer.esize(), "a brick")?;
+        self.load_chunk(layer, coords, &mut buf)?;
+        match var.quant {
+            Some(q) if as_type != q.storage => super::quant::to_values(&q, var.dtype, &buf, out),
+            _ => out.copy_from_slice(&buf),
+        }
+        Ok(layer.stored_chunk())
+    }
+}
+
 /// Bytes of a region of `shape` of a layer, in memory.
 fn region_bytes(var: &Variable, shape: &[u64]) -> Result<usize> {
     wire::to_usize(wire::mul(wire::product(shape, "region")?, var.esize() as u64, "region bytes")?, "region bytes")

@@ -466,3 +466,67 @@ pub unsafe extern "C" fn vds_read_mask(
         Ok(())
     })
 }
+
+/// Gives each brick of variable `var` (each chunk of its first
+/// partitioning, at every level of detail) copies of the `negative`
+/// samples before and the `positive` samples after its box along every
+/// axis (at most 64 each), so that a filter can read a brick with its
+/// neighbourhood from one chunk (`vds_read_brick`).
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+/// `VDS_ERR_NOT_FOUND`. The margins are checked by `vds_builder_create`.
+#[no_mangle]
+pub unsafe extern "C" fn vds_builder_set_margin(
+    b: *mut super::vds_builder,
+    var: *const c_char,
+    negative: u64,
+    positive: u64,
+) -> vds_status {
+    ffi_boundary!("vds_builder_set_margin", {
+        // SAFETY: the caller promises a NUL-terminated string.
+        let var = unsafe { arg_str(var, "var")? };
+        with_variable(b, var, |v| {
+            v.margin(negative, positive);
+            Ok(())
+        })
+    })
+}
+
+/// Reads brick `coords[0..ndim]` (grid coordinates) of level `lod` of
+/// variable `var` as stored: its box plus the margins around it, in C
+/// order, into `buf` (`buf_len` bytes of `dtype`, exactly one brick);
+/// `out_shape[0..ndim]` receives the box's shape (chunk shape plus both
+/// margins). The box starts `negative` samples before the brick; samples
+/// outside the variable read as the fill value.
+///
+/// Returns as `vds_read_lod`, and `VDS_ERR_OUT_OF_RANGE` for coordinates
+/// outside the grid.
+#[no_mangle]
+pub unsafe extern "C" fn vds_read_brick(
+    ds: *const vds_dataset,
+    var: usize,
+    dtype: i32,
+    lod: u32,
+    coords: *const u64,
+    ndim: usize,
+    buf: *mut u8,
+    buf_len: usize,
+    out_shape: *mut u64,
+) -> vds_status {
+    ffi_boundary!("vds_read_brick", {
+        let obj = dataset(ds)?;
+        let d = obj.read()?;
+        let dtype = check_dtype(&d, var, dtype)?;
+        if out_shape.is_null() {
+            return fail(vds_status::VDS_ERR_NULL_POINTER, "out_shape is NULL");
+        }
+        // SAFETY: the caller promises `ndim` coordinates; bounded by MAX_DIMS first.
+        let coords = unsafe { arg_slice(coords, ndim, MAX_DIMS, "coords")? };
+        // SAFETY: the caller promises `buf_len` writable bytes at `buf`.
+        let out_buf = unsafe { out_buffer(buf, buf_len)? };
+        let shape = d.read_brick_as(var, lod_u8(lod), coords, out_buf, dtype)?;
+        // SAFETY: checked non-NULL; the caller promises `ndim` writable values.
+        unsafe { std::ptr::copy_nonoverlapping(shape.as_ptr(), out_shape, shape.len()) };
+        Ok(())
+    })
+}

@@ -139,6 +139,7 @@ fn describe(ds: &Dataset, path: &str) -> Result<Value, Fail> {
             "quantization": v.quantization().map(|q| json!({"storage": q.storage.name(), "range": [q.min, q.max]})),
             "no_value": v.no_value().map(scalar_json),
             "missing_mask": v.has_mask(),
+            "margin": v.margin(),
             "partitionings": v.partitionings().iter().enumerate().map(|(p, c)| json!({
                 "layer": v.layer_name(0, p as u8, if i == 0 { "" } else { v.name() }).unwrap_or_default(),
                 "chunk_shape": c,
@@ -229,6 +230,9 @@ fn render(r: &Value) -> String {
         }
         if !v["no_value"].is_null() {
             t += &format!("    no-value: {}\n", v["no_value"]);
+        }
+        if let Some(m) = v["margin"].as_array().filter(|m| m.iter().any(|x| x.as_u64() != Some(0))) {
+            t += &format!("    brick margins: {} before, {} after\n", m[0], m[1]);
         }
         if v["missing_mask"] == Value::Bool(true) {
             t += "    missing-value mask: kept\n";

@@ -560,6 +560,7 @@ fn levels_of_detail_and_partitionings_in_info_dump_and_slice() {
             VariableBuilder::new("amp", DType::Float32, &["inline", "crossline", "time"])
                 .chunk(&[8, 8, 8])
                 .partitioning(&[1, 18, 16])
+                .margin(1, 2)
                 .levels_of_detail(3, &[], vds::LodMethod::Average),
         )
         .variable(
@@ -575,6 +576,7 @@ fn levels_of_detail_and_partitionings_in_info_dump_and_slice() {
     assert!(text.contains("levels of detail: 3 (average over inline, crossline, time): 20x18x16, 10x9x8, 5x5x4"), "{text}");
     assert!(text.contains("partitionings: Dimensions_012LOD0 (8x8x8), Dimensions_01LOD0 (1x18x16)"), "{text}");
     assert!(text.contains("    quantized: uint8 over [-1.0,1.0]\n    no-value: -1.0\n"), "{text}");
+    assert!(text.contains("    brick margins: 1 before, 2 after\n"), "{text}");
     // 3x3x2 bricks + 20 tiles at level 0, 2x2x1 + 10 at level 1, 1x1x1 + 5 at level 2.
     assert!(text.contains("58 chunks in 6 layers: stored 58, constant 0, fill 0, unwritten 0"), "{text}");
     let ds = Dataset::open(&path).unwrap();
