@@ -178,7 +178,18 @@ pub fn sample(seed: &[u8]) -> Sample {
     for d in 0..ndim {
         builder.axis(Axis::new(names[d], shape[d]));
     }
-    builder.variable(VariableBuilder::new("v", dtype, &names[..ndim]).chunk(&chunk).codec(codec));
+    let mut var = VariableBuilder::new("v", dtype, &names[..ndim]);
+    var.chunk(&chunk).codec(codec);
+    // A third of the samples have format 1.1's layers: two levels of
+    // detail, slices along the first axis as a second partitioning, and
+    // bricks with margins.
+    if b.below(3) == 0 {
+        let method = if dtype == DType::Bool { crate::LodMethod::Nearest } else { crate::LodMethod::Average };
+        let mut tile = shape.clone();
+        tile[0] = 1;
+        var.levels_of_detail(2, &[], method).partitioning(&tile).margin(b.below(2), 1);
+    }
+    builder.variable(&var);
     let storage = MemoryStorage::new();
     let mut ds = builder.create_in(Arc::new(storage.clone())).expect("a sample description is valid");
     let n: u64 = shape.iter().product();

@@ -386,6 +386,9 @@ pub(crate) const FEATURE_MASK: &str = "missing_mask";
 /// Bricks carry margins (incompatible: a reader that does not know them
 /// would misplace every sample).
 pub(crate) const FEATURE_MARGINS: &str = "margins";
+/// Most stored layers (levels of detail x partitionings, and their masks)
+/// of all the variables of a dataset together.
+pub const MAX_LAYERS: usize = 65_536;
 /// The largest margin, in samples.
 pub const MAX_MARGIN: u64 = 64;
 /// The bit of a key's partitioning byte that marks a mask layer.
@@ -705,6 +708,8 @@ impl Variable {
             grid,
             chunk_elems,
             margin,
+            // A layer has no layers or partitionings of its own.
+            parts: Vec::new(),
             layers: Vec::new(),
             layer_id: u16::from(lod) << 8 | part as u16,
             ..self.clone()
@@ -949,6 +954,7 @@ impl DescriptorJson {
             return Err(format!("a dataset has 1 to {MAX_VARIABLES} variables, found {}", self.variables.len()).into());
         }
         let mut vars = Vec::with_capacity(self.variables.len());
+        let mut stored_layers = 0usize;
         for (i, v) in self.variables.iter().enumerate() {
             check_name("variable", &v.name)?;
             if self.variables[..i].iter().any(|w| w.name == v.name) {
@@ -1111,6 +1117,14 @@ impl DescriptorJson {
                 (0..lods).flat_map(|lod| (0..var.parts.len()).map(move |p| (lod, p))).map(|(lod, p)| var.make_layer(lod, p)).collect();
             if v.mask {
                 var.masks = var.layers.iter().map(Variable::mask_of).collect();
+            }
+            // Bounded, since each layer takes memory when a file is opened.
+            stored_layers += var.layers.len() + var.masks.len();
+            if stored_layers > MAX_LAYERS {
+                return Err(format!(
+                    "the variables have more than {MAX_LAYERS} stored layers in all (levels of detail x partitionings x masks)"
+                )
+                .into());
             }
             vars.push(var);
         }

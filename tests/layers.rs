@@ -310,3 +310,22 @@ fn layers_are_updated_at_commit_and_dropped_by_rollback() {
     assert_eq!(desc["features"]["ro_compat"], vds::serde_json::json!(["levels_of_detail", "partitionings"]));
     assert_eq!(desc["version"], vds::serde_json::json!([1, 1]));
 }
+
+#[test]
+fn descriptors_that_would_need_too_many_layers_are_refused() {
+    let dir = Scratch::new("toomany");
+    let mut b = DatasetBuilder::new();
+    b.axis(Axis::new("a", 64));
+    // 600 variables x 16 levels x 8 partitionings = 76800 layers.
+    for i in 0..600 {
+        let mut v = VariableBuilder::new(&format!("v{i}"), DType::Int8, &["a"]);
+        v.chunk(&[4]).levels_of_detail(16, &[], LodMethod::Nearest);
+        for c in 1..8 {
+            v.partitioning(&[c]);
+        }
+        b.variable(&v);
+    }
+    let e = b.create(dir.path("x.vds")).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(e.to_string().contains("more than 65536 stored layers"), "{e}");
+}
