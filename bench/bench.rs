@@ -194,34 +194,57 @@ fn suite_b(o: &Opts) {
     for (label, codec) in [("uncompressed", Codec::NONE), ("deflate level 1 + shuffle", Codec::deflate(1))] {
         let mut t = Table::new(&format!("(b) {n}^3 float32 volume, 64^3 chunks, {label}"));
         let path = dir.join("vol.vds");
-        let w = time(3, || {
+        // The volume in 64^3 bricks, and with `tiles` also in 2-D tiles across each pair of axes.
+        let write_volume = |path: &Path, tiles: bool| {
+            let mut var = VariableBuilder::new("v", DType::Float32, &["i", "j", "k"]);
+            var.chunk(&[64, 64, 64]).codec(codec);
+            if tiles {
+                var.partitioning(&[1, nn, nn]).partitioning(&[nn, 1, nn]).partitioning(&[nn, nn, 1]);
+            }
             let mut ds = DatasetBuilder::new()
                 .overwrite(true)
                 .durability(Durability::None)
                 .axis(Axis::new("i", nn))
                 .axis(Axis::new("j", nn))
                 .axis(Axis::new("k", nn))
-                .variable(VariableBuilder::new("v", DType::Float32, &["i", "j", "k"]).chunk(&[64, 64, 64]).codec(codec))
-                .create(&path)
+                .variable(&var)
+                .create(path)
                 .unwrap();
             ds.write("v", &Region::full(&shape).unwrap(), Order::C, &vol).unwrap();
             ds.close().unwrap();
-        });
+        };
+        let w = time(3, || write_volume(&path, false));
         t.row("full write", w, raw.len() as u64, disk(&path), floor_w);
         // Each timed read opens the file afresh: the OS cache is warm, libvds's chunk cache is not.
         let mut out = vec![0f32; vol.len()];
         let r = time(3, || Dataset::open(&path).unwrap().read("v", &Region::full(&shape).unwrap(), Order::C, &mut out).unwrap());
         assert!(out == vol);
         t.row("full read", r, raw.len() as u64, 0, floor_r);
-        for (axis, name) in [(0, "slice across axis 0 (i = n/2)"), (1, "slice across axis 1"), (2, "slice across axis 2")] {
+        // The middle slice across `axis`, timed with the file opened afresh each time.
+        let time_slice = |file: &Path, axis: usize| {
             let mut start = [0u64; 3];
             let mut sh = shape;
             start[axis] = nn / 2;
             sh[axis] = 1;
             let region = Region::new(&start, &sh).unwrap();
             let mut out = vec![0f32; n * n];
-            let s = time(5, || Dataset::open(&path).unwrap().read("v", &region, Order::C, &mut out).unwrap());
+            time(5, || Dataset::open(file).unwrap().read("v", &region, Order::C, &mut out).unwrap())
+        };
+        let mut brick_slices = Vec::new();
+        for (axis, name) in [(0, "slice across axis 0 (i = n/2)"), (1, "slice across axis 1"), (2, "slice across axis 2")] {
+            let s = time_slice(&path, axis);
             t.row(name, s, (n * n * 4) as u64, 0, 0.0);
+            brick_slices.push(s);
+        }
+        // The same volume with 2-D tiles across each pair of axes beside the bricks.
+        let tiled = dir.join("tiled.vds");
+        let wt = time(1, || write_volume(&tiled, true));
+        t.row("full write, bricks + tiles across each axis", wt, raw.len() as u64, disk(&tiled), floor_w);
+        let mut tile_ratios = Vec::new();
+        for (axis, from_bricks) in brick_slices.iter().enumerate() {
+            let s = time_slice(&tiled, axis);
+            t.row(&format!("slice across axis {axis} from 2-D tiles"), s, (n * n * 4) as u64, 0, 0.0);
+            tile_ratios.push(from_bricks / s);
         }
         let mut seed = 7u64;
         let mut rnd = move |m: u64| {
@@ -244,6 +267,8 @@ fn suite_b(o: &Opts) {
         });
         t.row("1000 random 8^3 boxes", sb, 1000 * 512 * 4, 0, 0.0);
         t.print();
+        let r: Vec<String> = tile_ratios.iter().map(|r| format!("{r:.1}x")).collect();
+        println!("slices from 2-D tiles against bricks ({label}): {} faster along axes 0, 1, 2\n", r.join(", "));
     }
 }
 

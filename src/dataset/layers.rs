@@ -159,11 +159,31 @@ impl Dataset {
                 }
                 boxes = targets.iter().map(|c| chunk_bounds(base, c)).collect();
             }
-            // The other partitionings of this level, chunk by chunk, from the first.
+            // The other partitionings of this level, from the first, in blocks
+            // aligned to both chunk grids (each source chunk is decoded once,
+            // each target chunk written whole), or chunk by chunk when such a
+            // block would not fit a quarter of the memory limit.
             for p in 1..var.parts.len() {
                 let layer = var.layer(lod, p as u8).ok_or_else(|| Error::new(ErrorKind::Internal, "layer missing"))?;
-                for c in chunks_touching(layer, &boxes) {
-                    let (s, e) = chunk_bounds(layer, &c);
+                let block = joint_block(base, layer);
+                let block_bytes = block.iter().product::<u64>().saturating_mul(base.esize() as u64);
+                let unit = if block_bytes <= self.memory_limit / 4 { Some(block) } else { None };
+                let targets = chunks_touching(layer, &boxes);
+                let regions: BTreeSet<Bounds> = targets
+                    .iter()
+                    .map(|c| {
+                        let (s, e) = chunk_bounds(layer, c);
+                        match &unit {
+                            Some(u) => {
+                                let bs: Vec<u64> = s.iter().zip(u).map(|(&x, &k)| x / k * k).collect();
+                                let be: Vec<u64> = bs.iter().zip(u).zip(&layer.shape).map(|((&x, &k), &n)| (x + k).min(n)).collect();
+                                (bs, be)
+                            }
+                            None => (s, e),
+                        }
+                    })
+                    .collect();
+                for (s, e) in regions {
                     let shape: Vec<u64> = s.iter().zip(&e).map(|(a, b)| b - a).collect();
                     let mut buf = Vec::new();
                     self.reserve(&mut buf, region_bytes(layer, &shape)?, "a partitioning chunk")?;
@@ -476,6 +496,21 @@ fn chunks_touching(layer: &Variable, boxes: &[Bounds]) -> BTreeSet<Vec<u64>> {
         }
     }
     out
+}
+
+/// The smallest box made of whole chunks of both layers along every axis
+/// (the least common multiple of the two chunk extents), capped at the
+/// extent: copying one such block rewrites whole target chunks and decodes
+/// each source chunk once.
+fn joint_block(a: &Variable, b: &Variable) -> Vec<u64> {
+    fn gcd(x: u64, y: u64) -> u64 {
+        if y == 0 {
+            x
+        } else {
+            gcd(y, x % y)
+        }
+    }
+    a.chunk.iter().zip(&b.chunk).zip(&a.shape).map(|((&x, &y), &n)| (x / gcd(x, y)).saturating_mul(y).min(n.max(1))).collect()
 }
 
 /// The elements a chunk of `layer` holds inside the layer's extent.
