@@ -329,3 +329,32 @@ fn descriptors_that_would_need_too_many_layers_are_refused() {
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     assert!(e.to_string().contains("more than 65536 stored layers"), "{e}");
 }
+
+#[test]
+fn many_small_writes_in_one_commit_reach_every_layer() {
+    let dir = Scratch::new("smallwrites");
+    let shape = [64u64, 64];
+    let (path, mut b) = builder(&dir, "s.vds", &shape);
+    b.variable(VariableBuilder::new("v", DType::Int32, &["a0", "a1"]).chunk(&[8, 8]).partitioning(&[1, 64]).levels_of_detail(
+        2,
+        &[],
+        LodMethod::Nearest,
+    ));
+    let mut ds = b.create(&path).unwrap();
+    // 4096 one-sample writes plus repeats: past the bound on remembered regions.
+    let mut data = vec![0i32; 64 * 64];
+    for k in 0..5000u64 {
+        let (i, j) = ((k * 37) % 64, (k * 11) % 64);
+        let x = k as i32;
+        data[(i * 64 + j) as usize] = x;
+        ds.write("v", &Region::new(&[i, j], &[1, 1]).unwrap(), Order::C, &[x]).unwrap();
+    }
+    ds.close().unwrap();
+    let ds = Dataset::open(&path).unwrap();
+    let mut tiles = vec![0i32; 64 * 64];
+    ds.read_lod("v", 0, Some(1), &Region::full(&shape).unwrap(), Order::C, &mut tiles).unwrap();
+    assert!(tiles == data);
+    let mut l1 = vec![0i32; 32 * 32];
+    ds.read_lod("v", 1, Some(1), &Region::full(&[32, 32]).unwrap(), Order::C, &mut l1).unwrap();
+    assert_eq!(l1, extract(&data, &shape, &[0, 0], &[32, 32], &[2, 2], false));
+}

@@ -9,6 +9,9 @@ use crate::spec::{DType, LodMethod, Variable, MASK_LAYER};
 use crate::wire;
 use std::collections::BTreeSet;
 
+/// Most written regions remembered for the layers' update at commit.
+const MAX_DIRTY: usize = 4096;
+
 /// A box of elements: start and end (exclusive) per axis.
 pub(crate) type Bounds = (Vec<u64>, Vec<u64>);
 
@@ -70,7 +73,27 @@ impl Dataset {
         }
         let start = region.start().to_vec();
         let end: Vec<u64> = (0..start.len()).map(|d| start[d] + (region.shape()[d] - 1) * region.step()[d] + 1).collect();
+        // A region inside the one noted last adds nothing (repeated small writes).
+        if let Some((w, (s, e))) = self.dirty.last() {
+            if *w == v && s.iter().zip(&start).all(|(a, b)| a <= b) && e.iter().zip(&end).all(|(a, b)| a >= b) {
+                return;
+            }
+        }
         self.dirty.push((v, (start, end)));
+        // Bounded: past MAX_DIRTY regions, each variable's collapse into their bounding box.
+        if self.dirty.len() > MAX_DIRTY {
+            let mut merged: Vec<(usize, Bounds)> = Vec::new();
+            for (w, (s, e)) in std::mem::take(&mut self.dirty) {
+                match merged.iter_mut().find(|(x, _)| *x == w) {
+                    Some((_, (ms, me))) => {
+                        ms.iter_mut().zip(&s).for_each(|(a, b)| *a = (*a).min(*b));
+                        me.iter_mut().zip(&e).for_each(|(a, b)| *a = (*a).max(*b));
+                    }
+                    None => merged.push((w, (s, e))),
+                }
+            }
+            self.dirty = merged;
+        }
     }
 
     /// Computes the levels of detail and the other partitionings of every
@@ -185,22 +208,24 @@ impl Dataset {
                     .collect();
                 for (s, e) in regions {
                     let shape: Vec<u64> = s.iter().zip(&e).map(|(a, b)| b - a).collect();
-                    let mut buf = Vec::new();
-                    self.reserve(&mut buf, region_bytes(layer, &shape)?, "a partitioning chunk")?;
                     let region = Region::new(&s, &shape)?;
-                    self.read_layer(base, &region, Order::C, &mut buf)?;
-                    self.write_layer(layer, &region, Order::C, &buf)?;
+                    self.copy_region(base, layer, &region)?;
                     // The mask goes with the values.
                     if let (Some(from), Some(to)) = (var.stored_layer(lod, MASK_LAYER), var.stored_layer(lod, MASK_LAYER | p as u8)) {
-                        let mut bits = Vec::new();
-                        self.reserve(&mut bits, region_bytes(from, &shape)?, "a partitioning chunk's mask")?;
-                        self.read_layer(from, &region, Order::C, &mut bits)?;
-                        self.write_layer(to, &region, Order::C, &bits)?;
+                        self.copy_region(from, to, &region)?;
                     }
                 }
             }
         }
         Ok(())
+    }
+
+    /// Copies a region from one stored layer to another of the same shape and type.
+    fn copy_region(&mut self, from: &Variable, to: &Variable, region: &Region) -> Result<()> {
+        let mut buf = Vec::new();
+        self.reserve(&mut buf, region_bytes(from, region.shape())?, "a region copied between layers")?;
+        self.read_layer(from, region, Order::C, &mut buf)?;
+        self.write_layer(to, region, Order::C, &buf)
     }
 
     /// Reads a region of level of detail `lod` (in that level's coordinates:
