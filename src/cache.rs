@@ -1,15 +1,19 @@
 //! A bounded cache of decoded chunks.
 //!
 //! Chunks are keyed by the identity of their stored bytes (file slot,
-//! offset, length, CRC32): stored bytes below a committed length never
-//! change, so a cached chunk stays valid across commits and refreshes.
+//! offset, length, CRC32) and by the form they were decoded into (data
+//! type and element count): stored bytes below a committed length never
+//! change, so a cached chunk stays valid across commits and refreshes, and
+//! entries that share stored bytes but decode them differently (a shared
+//! chunk of two types, or a crafted index) never see each other's data.
 //! Eviction is first-in first-out; the bound counts decoded bytes.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-/// Identity of a stored chunk: slot, offset, length, CRC32.
-pub(crate) type ChunkId = (u16, u64, u32, u32);
+/// Identity of a decoded chunk: slot, offset, length, CRC32 of the stored
+/// bytes, then the data type's index and the element count decoded.
+pub(crate) type ChunkId = (u16, u64, u32, u32, u8, usize);
 
 pub(crate) struct ChunkCache {
     map: HashMap<ChunkId, Arc<Vec<u8>>>,
@@ -74,12 +78,14 @@ mod tests {
     fn the_bound_holds_and_the_oldest_go_first() {
         let mut c = ChunkCache::new(100);
         for i in 0..5u64 {
-            c.insert((0, i, 1, 1), Arc::new(vec![0u8; 40]));
+            c.insert((0, i, 1, 1, 0, 40), Arc::new(vec![0u8; 40]));
         }
         assert_eq!(c.bytes, 80);
-        assert!(!c.contains(&(0, 2, 1, 1)) && c.contains(&(0, 3, 1, 1)) && c.contains(&(0, 4, 1, 1)));
-        c.insert((0, 9, 1, 1), Arc::new(vec![0u8; 101]));
-        assert!(!c.contains(&(0, 9, 1, 1)));
+        assert!(!c.contains(&(0, 2, 1, 1, 0, 40)) && c.contains(&(0, 3, 1, 1, 0, 40)) && c.contains(&(0, 4, 1, 1, 0, 40)));
+        // The same stored bytes decoded as another type are another entry.
+        assert!(!c.contains(&(0, 3, 1, 1, 10, 40)));
+        c.insert((0, 9, 1, 1, 0, 101), Arc::new(vec![0u8; 101]));
+        assert!(!c.contains(&(0, 9, 1, 1, 0, 101)));
         c.resize(0);
         assert_eq!((c.bytes, c.map.len()), (0, 0));
     }

@@ -312,7 +312,7 @@ impl VariableBuilder {
             fill: fill.to_json(),
             codec: CodecJson::from_codec(self.codec),
             attributes: self.attributes.clone(),
-            lod: self.lod.as_ref().filter(|l| l.0 > 1).map(|(levels, axes, method)| LodJson {
+            lod: self.lod.as_ref().filter(|l| l.0 != 1).map(|(levels, axes, method)| LodJson {
                 levels: *levels,
                 axes: axes.clone(),
                 method: method.name().into(),
@@ -1023,7 +1023,7 @@ impl Dataset {
         })?;
         let uncached = {
             let cache = self.cache_lock();
-            stored.iter().filter(|(_, _, e)| matches!(e, Entry::Stored { slot, offset, length, crc, .. } if !cache.contains(&(*slot, *offset, *length, *crc)))).count()
+            stored.iter().filter(|(_, _, e)| matches!(e, Entry::Stored { slot, offset, length, crc, .. } if !cache.contains(&chunk_id(var, *slot, *offset, *length, *crc)))).count()
         };
         let workers = if uncached * var.chunk_elems * esize < PARALLEL_MIN_BYTES { 1 } else { cores().min(uncached) };
         if workers < 2 {
@@ -1053,7 +1053,7 @@ impl Dataset {
         {
             return Ok(false);
         }
-        let id: ChunkId = (slot, offset, length, crc);
+        let id = chunk_id(var, slot, offset, length, crc);
         if usize::from(slot) > self.desc.slots.len() || self.cache_lock().contains(&id) {
             return Ok(false); // the checked path reports a missing slot
         }
@@ -1137,6 +1137,9 @@ impl Dataset {
             // Checked before anything is written.
             self.check_request_as(mask, 1, region, m.len())?;
         }
+        // Noted first, so that even a write that fails halfway is carried
+        // into the other layers by the next commit.
+        self.mark_dirty(v, region);
         let layer = self.vars[v].layers[0].clone();
         let (dtype, quant) = (self.vars[v].dtype, self.vars[v].quant);
         match quant {
@@ -1162,7 +1165,6 @@ impl Dataset {
             };
             self.write_layer(&mask, region, order, bits)?;
         }
-        self.mark_dirty(v, region);
         Ok(())
     }
 
@@ -1253,7 +1255,7 @@ impl Dataset {
         let Entry::Stored { slot, offset, length, crc, .. } = entry else {
             return Err(Error::new(ErrorKind::Internal, "chunk_data on an entry that is not stored"));
         };
-        let id: ChunkId = (slot, offset, length, crc);
+        let id = chunk_id(var, slot, offset, length, crc);
         if let Some(c) = self.cache_lock().get(&id) {
             return Ok(c);
         }
@@ -1940,6 +1942,12 @@ fn check_constant(var: &Variable, value: &[u8; 8], coords: &[u64]) -> Result<()>
         ));
     }
     Ok(())
+}
+
+/// The cache identity of a stored chunk decoded as a chunk of `var`.
+fn chunk_id(var: &Variable, slot: u16, offset: u64, length: u32, crc: u32) -> ChunkId {
+    let dtype = DType::ALL.iter().position(|&d| d == var.dtype).unwrap_or(0) as u8;
+    (slot, offset, length, crc, dtype, var.chunk_elems)
 }
 
 fn chunk_key(var: &Variable, coords: &[u64]) -> Key {

@@ -124,3 +124,37 @@ fn a_chunk_that_passes_its_crc_but_not_its_hash_is_refused() {
     assert_eq!(report.problems.len(), 1);
     assert!(report.problems[0].to_string().contains("XXH64 mismatch"));
 }
+
+#[test]
+fn chunks_sharing_bytes_but_not_type_do_not_share_the_cache() {
+    // A uint8 chunk of 8 bytes and a bool chunk of 64 bits store the same 8
+    // bytes, so deduplication shares them; each must still decode as itself.
+    let dir = Scratch::new("cachetype");
+    let path = dir.path("c.vds");
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("x", 8))
+        .axis(Axis::new("y", 64))
+        .variable(VariableBuilder::new("a", DType::UInt8, &["x"]).chunk(&[8]))
+        .variable(VariableBuilder::new("b", DType::Bool, &["y"]).chunk(&[64]))
+        .create(&path)
+        .unwrap();
+    let bytes = [0x55u8, 0, 0, 0, 0, 0, 0, 0x80];
+    let bits: Vec<bool> = (0..64).map(|i| bytes[i / 8] >> (i % 8) & 1 == 1).collect();
+    ds.write("a", &Region::full(&[8]).unwrap(), Order::C, &bytes).unwrap();
+    ds.write("b", &Region::full(&[64]).unwrap(), Order::C, &bits).unwrap();
+    ds.close().unwrap();
+    let report = Dataset::open(&path).unwrap().verify().unwrap();
+    assert_eq!(report.live_bytes - 4096 - 1024 - report.index_pages * 4096, 8, "the two chunks share 8 bytes");
+    for first in ["a", "b"] {
+        let ds = Dataset::open(&path).unwrap();
+        let read_a = || ds.read_vec::<u8>("a", &Region::full(&[8]).unwrap(), Order::C).unwrap();
+        let read_b = || ds.read_vec::<bool>("b", &Region::full(&[64]).unwrap(), Order::C).unwrap();
+        if first == "a" {
+            assert_eq!(read_a(), bytes);
+            assert_eq!(read_b(), bits);
+        } else {
+            assert_eq!(read_b(), bits);
+            assert_eq!(read_a(), bytes);
+        }
+    }
+}

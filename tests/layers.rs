@@ -358,3 +358,36 @@ fn many_small_writes_in_one_commit_reach_every_layer() {
     ds.read_lod("v", 1, Some(1), &Region::full(&[32, 32]).unwrap(), Order::C, &mut l1).unwrap();
     assert_eq!(l1, extract(&data, &shape, &[0, 0], &[32, 32], &[2, 2], false));
 }
+
+#[test]
+fn a_failed_update_or_write_leaves_no_layer_stale() {
+    let dir = Scratch::new("failed");
+    let shape = [32u64];
+    let (path, mut b) = builder(&dir, "f.vds", &shape);
+    b.variable(
+        VariableBuilder::new("v", DType::Float32, &["a0"]).chunk(&[4]).levels_of_detail(2, &[], LodMethod::Average).missing_mask(true),
+    );
+    let mut ds = b.create(&path).unwrap();
+    let data: Vec<f32> = (1..=32).map(|x| x as f32).collect();
+    ds.write("v", &Region::full(&shape).unwrap(), Order::C, &data).unwrap();
+    // The update at commit needs more than 16 bytes at a time: it fails, and nothing is forgotten.
+    ds.set_memory_limit(16);
+    assert_eq!(ds.commit().unwrap_err().kind(), ErrorKind::OutOfMemory);
+    ds.set_memory_limit(1 << 30);
+    ds.commit().unwrap();
+    let level1 = |ds: &Dataset| {
+        let mut l1 = vec![0f32; 16];
+        ds.read_lod("v", 1, None, &Region::full(&[16]).unwrap(), Order::C, &mut l1).unwrap();
+        l1
+    };
+    let pairs = |v: &[f32]| -> Vec<f32> { v.chunks(2).map(|p| ((f64::from(p[0]) + f64::from(p[1])) / 2.0) as f32).collect() };
+    assert_eq!(level1(&ds), pairs(&data));
+    // A write whose values land (16-byte chunks) but whose mask (32 bytes) does not still reaches level 1.
+    ds.set_memory_limit(16);
+    assert_eq!(ds.write("v", &Region::full(&shape).unwrap(), Order::C, &[3.0f32; 32]).unwrap_err().kind(), ErrorKind::OutOfMemory);
+    ds.set_memory_limit(1 << 30);
+    ds.commit().unwrap();
+    let got: Vec<f32> = ds.read_vec("v", &Region::full(&shape).unwrap(), Order::C).unwrap();
+    assert_eq!(got, [3.0; 32], "the values were written before the mask failed");
+    assert_eq!(level1(&ds), pairs(&got), "level 1 follows level 0");
+}

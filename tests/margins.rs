@@ -97,3 +97,23 @@ fn bricks_carry_their_neighbourhood() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
 }
+
+#[test]
+fn margins_outside_the_variable_read_as_fill_even_for_constant_bricks() {
+    let dir = Scratch::new("margin-fill");
+    let path = dir.path("c.vds");
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("x", 10))
+        .variable(VariableBuilder::new("v", DType::Int32, &["x"]).chunk(&[4]).margin(1, 1).fill(-1i32))
+        .create(&path)
+        .unwrap();
+    ds.write("v", &Region::full(&[10]).unwrap(), Order::C, &[7i32; 10]).unwrap();
+    ds.commit().unwrap();
+    // Brick 2 was constant; a partial write makes it stored again.
+    ds.write("v", &Region::new(&[8], &[1]).unwrap(), Order::C, &[5i32]).unwrap();
+    ds.close().unwrap();
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.read_brick::<i32>("v", 0, &[0]).unwrap().0, [-1, 7, 7, 7, 7, 7]);
+    assert_eq!(ds.read_brick::<i32>("v", 0, &[1]).unwrap().0, [7, 7, 7, 7, 7, 5]);
+    assert_eq!(ds.read_brick::<i32>("v", 0, &[2]).unwrap().0, [7, 5, 7, -1, -1, -1]);
+}

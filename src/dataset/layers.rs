@@ -114,6 +114,8 @@ impl Dataset {
                 if e.kind() == ErrorKind::Io {
                     self.poisoned = true;
                 }
+                // Nothing is forgotten: a later commit redoes the whole update.
+                self.dirty = dirty;
                 return Err(e);
             }
         }
@@ -321,6 +323,13 @@ impl Dataset {
         self.check_type(v, T::DTYPE)?;
         let (region, plane) = self.slice_region(v, lod, fixed)?;
         let elems = wire::to_usize(plane[0].saturating_mul(plane[1]), "slice element count")?;
+        let bytes = (elems as u64).saturating_mul(std::mem::size_of::<T>() as u64);
+        if bytes > self.memory_limit {
+            return Err(Error::new(
+                ErrorKind::OutOfMemory,
+                format!("a slice of {bytes} bytes exceeds the memory limit of {} bytes", self.memory_limit),
+            ));
+        }
         let mut out = Vec::new();
         out.try_reserve_exact(elems)
             .map_err(|_| Error::new(ErrorKind::OutOfMemory, format!("cannot allocate a slice of {elems} values")))?;
@@ -421,10 +430,28 @@ impl Dataset {
             .ok_or_else(|| invalid(format!("variable {:?} keeps no missing-value mask", var.name)))?;
         let n = wire::to_usize(region.check_within(&mask.shape, &format!("variable {:?}", var.name))?, "region element count")?;
         let mut out = Vec::new();
-        out.try_reserve_exact(n).map_err(|_| Error::new(ErrorKind::OutOfMemory, format!("cannot allocate a mask of {n} values")))?;
-        out.resize(n, false);
-        self.read_layer(mask, region, order, as_bytes_mut(&mut out))?;
-        Ok(out)
+        self.reserve(&mut out, n, "a missing-value mask")?;
+        self.read_layer(mask, region, order, &mut out)?;
+        Ok(out.into_iter().map(|b| b != 0).collect())
+    }
+
+    /// [`Dataset::read_mask`] into a caller's buffer of exactly one byte per
+    /// element (1: missing), checked before anything is read.
+    pub(crate) fn read_mask_into(
+        &self,
+        v: usize,
+        lod: u8,
+        partitioning: Option<u8>,
+        region: &Region,
+        order: Order,
+        out: &mut [u8],
+    ) -> Result<()> {
+        let layer = self.choose_layer(v, lod, partitioning, region)?;
+        let var = &self.vars[v];
+        let mask = var
+            .stored_layer(lod, MASK_LAYER | (layer.layer_id & 0xff) as u8)
+            .ok_or_else(|| invalid(format!("variable {:?} keeps no missing-value mask", var.name)))?;
+        self.read_layer(mask, region, order, out)
     }
 }
 
@@ -474,6 +501,11 @@ impl Dataset {
         let mut buf = Vec::new();
         self.reserve(&mut buf, layer.chunk_elems * layer.esize(), "a brick")?;
         self.load_chunk(layer, coords, &mut buf)?;
+        // Samples outside the variable are the fill value, whatever the chunk holds there.
+        let e = layer.esize();
+        let mut fill = layer.fill;
+        crate::codec::le_to_native(&mut fill[..e], e);
+        outside_extent(layer, coords, |i| buf[i * e..(i + 1) * e].copy_from_slice(&fill[..e]));
         match var.quant {
             Some(q) if as_type != q.storage => super::quant::to_values(&q, var.dtype, &buf, out),
             _ => out.copy_from_slice(&buf),
@@ -536,6 +568,31 @@ fn joint_block(a: &Variable, b: &Variable) -> Vec<u64> {
         }
     }
     a.chunk.iter().zip(&b.chunk).zip(&a.shape).map(|((&x, &y), &n)| (x / gcd(x, y)).saturating_mul(y).min(n.max(1))).collect()
+}
+
+/// Calls `f` with the index of every element of a stored chunk (margins
+/// included) that lies outside the layer's extent.
+fn outside_extent(layer: &Variable, coords: &[u64], mut f: impl FnMut(usize)) {
+    let stored = layer.stored_chunk();
+    let [mn, _] = layer.margin;
+    let n = stored.len();
+    let mut l = vec![0u64; n];
+    for i in 0..layer.chunk_elems {
+        let outside = (0..n).any(|d| {
+            let g = i128::from(coords[d] * layer.chunk[d] + l[d]) - i128::from(mn);
+            g < 0 || g >= i128::from(layer.shape[d])
+        });
+        if outside {
+            f(i);
+        }
+        for d in (0..n).rev() {
+            l[d] += 1;
+            if l[d] < stored[d] {
+                break;
+            }
+            l[d] = 0;
+        }
+    }
 }
 
 /// The elements a chunk of `layer` holds inside the layer's extent.

@@ -344,6 +344,10 @@ impl Dataset {
         }
         new.path = Some(path);
         new.policy = self.policy.clone();
+        // The handle's settings survive the swap.
+        new.memory_limit = self.memory_limit;
+        new.allow_external_paths = self.allow_external_paths;
+        new.dedup_enabled = self.dedup_enabled;
         // External files opened by this handle stay valid for the new one.
         new.slot_files = std::mem::take(&mut self.slot_files);
         new.slot_ends = std::mem::take(&mut self.slot_ends);
@@ -361,14 +365,18 @@ impl Dataset {
             Ok(())
         })?;
         // A chunk shared by several entries is copied once and stays shared.
-        let mut moved: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+        let mut moved: std::collections::HashMap<(u64, u32, u32), u64> = std::collections::HashMap::new();
         for (key, entry) in entries {
             let entry = match entry {
                 Entry::Stored { codec: cb, slot: 0, offset, length, crc, hash } => {
-                    let at = match moved.get(&offset) {
+                    let at = match moved.get(&(offset, length, crc)) {
                         Some(&at) => at,
                         None => {
-                            let mut bytes = vec![0u8; length as usize];
+                            self.check_stored_range(&*self.storage, 0, offset, length)?.map_err(|e| {
+                                Error::corrupt("chunk", 0, offset, format!("{e}; run verify and recover before compacting"))
+                            })?;
+                            let mut bytes = Vec::new();
+                            self.reserve(&mut bytes, length as usize, "a chunk being compacted")?;
                             self.storage
                                 .read_at(offset, &mut bytes)
                                 .map_err(|e| Error::io(format!("reading a chunk at offset {offset:#x}"), e))?;
@@ -378,7 +386,7 @@ impl Dataset {
                             let at = new.end;
                             new.storage.write_at(at, &bytes).map_err(|e| Error::io("compacting: writing a chunk", e))?;
                             new.end += u64::from(length);
-                            moved.insert(offset, at);
+                            moved.insert((offset, length, crc), at);
                             at
                         }
                     };

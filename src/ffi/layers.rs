@@ -455,14 +455,8 @@ pub unsafe extern "C" fn vds_read_mask(
         // SAFETY: the caller promises `ndim` values in each array and `out_len` writable bytes.
         let r = unsafe { super::dataset::region(start, shape, step, ndim)? };
         let out_buf = unsafe { out_buffer(out, out_len)? };
-        let mask = d.read_mask(var, lod_u8(lod), None, &r, order)?;
-        if mask.len() != out_buf.len() {
-            let code = if out_buf.len() < mask.len() { vds_status::VDS_ERR_BUFFER_TOO_SMALL } else { vds_status::VDS_ERR_INVALID_ARGUMENT };
-            return fail(code, format!("the region needs a buffer of {} bytes, the buffer has {}", mask.len(), out_buf.len()));
-        }
-        for (o, &m) in out_buf.iter_mut().zip(&mask) {
-            *o = u8::from(m);
-        }
+        // Straight into the caller's buffer, whose size is checked first.
+        d.read_mask_into(var, lod_u8(lod), None, &r, order, out_buf)?;
         Ok(())
     })
 }
