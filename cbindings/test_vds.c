@@ -575,7 +575,7 @@ static void test_damaged_files(const char *path) {
     write_file(path_in("junk.vds"), junk, sizeof junk);
     EXPECT(vds_open(path_in("junk.vds"), VDS_OPEN_READ, &ds), VDS_ERR_CORRUPT, "not a libvds container");
     flip_copy(path, path_in("v5.vds"), 4); /* '1' ^ 4 = '5' */
-    EXPECT(vds_open(path_in("v5.vds"), VDS_OPEN_READ, &ds), VDS_ERR_UNSUPPORTED_VERSION, "version 5.1 is not supported");
+    EXPECT(vds_open(path_in("v5.vds"), VDS_OPEN_READ, &ds), VDS_ERR_UNSUPPORTED_VERSION, "version 5.2 is not supported");
 }
 
 /* A failing call from a thread-specific-data destructor, when the thread's
@@ -844,6 +844,59 @@ static void test_margins(void) {
     OK(vds_close(ds));
 }
 
+/* Growable axes: a time series grown by appends, then shrunk. */
+static void test_growth(void) {
+    vds_builder *b = NULL;
+    vds_dataset *ds = NULL;
+    const char *axes[2] = {"t", "s"};
+    uint64_t chunk[2] = {4, 3}, start[2] = {0, 0}, shape[2] = {1, 3}, at = 99, max = 0;
+    int32_t row[3] = {1, 2, 3}, more[6] = {4, 5, 6, 7, 8, 9}, back[21], odd[4] = {0};
+    vds_axis_info info;
+    int growable = -1, i, ok_all = 1;
+    OK(vds_builder_new(&b));
+    OK(vds_builder_add_axis(b, "t", 1, "s", 0.0, 0.0));
+    OK(vds_builder_add_axis(b, "s", 3, NULL, 0.0, 2.0));
+    OK(vds_builder_add_variable(b, "v", VDS_INT32, axes, 2, chunk));
+    OK(vds_builder_set_fill(b, "v", (const uint8_t *)&row[0], sizeof row[0]));
+    OK(vds_builder_set_overwrite(b, true));
+    EXPECT(vds_builder_set_axis_growable(b, "nope", 0), VDS_ERR_NOT_FOUND, "no axis named");
+    EXPECT(vds_builder_set_axis_growable(b, NULL, 0), VDS_ERR_NULL_POINTER, "name");
+    OK(vds_builder_set_axis_growable(b, "t", 7));
+    OK(vds_builder_create(b, path_in("growth.vds"), &ds));
+    OK(vds_builder_free(b));
+    if (!ds) return;
+    OK(vds_axis_growth(ds, 0, &growable, &max));
+    CHECK(growable == 1 && max == 7);
+    OK(vds_axis_growth(ds, 1, &growable, NULL));
+    CHECK(growable == 0);
+    EXPECT(vds_axis_growth(ds, 2, &growable, &max), VDS_ERR_OUT_OF_RANGE, "axis 2 does not exist");
+    OK(vds_write(ds, 0, VDS_INT32, start, shape, NULL, 2, VDS_ORDER_C, (const uint8_t *)row, sizeof row));
+    OK(vds_append(ds, 0, VDS_INT32, "t", VDS_ORDER_C, (const uint8_t *)more, sizeof more, &at));
+    CHECK(at == 1);
+    EXPECT(vds_append(ds, 0, VDS_INT32, "t", VDS_ORDER_C, (const uint8_t *)odd, sizeof odd, NULL), VDS_ERR_INVALID_ARGUMENT,
+           "not a whole number of samples");
+    EXPECT(vds_append(ds, 0, VDS_INT16, "t", VDS_ORDER_C, (const uint8_t *)more, sizeof more, NULL), VDS_ERR_TYPE_MISMATCH, "holds int32");
+    EXPECT(vds_resize_axis(ds, "s", 5), VDS_ERR_INVALID_ARGUMENT, "not growable");
+    EXPECT(vds_resize_axis(ds, "t", 8), VDS_ERR_OUT_OF_RANGE, "may grow to 7 samples");
+    EXPECT(vds_resize_axis(ds, "nope", 2), VDS_ERR_NOT_FOUND, "no axis named");
+    OK(vds_resize_axis(ds, "t", 7));
+    OK(vds_commit(ds));
+    OK(vds_get_axis_info(ds, 0, &info));
+    CHECK(info.samples == 7 && info.last == 6.0);
+    shape[0] = 7;
+    OK(vds_read(ds, 0, VDS_INT32, start, shape, NULL, 2, VDS_ORDER_C, (uint8_t *)back, sizeof back));
+    for (i = 0; i < 9; i++) ok_all &= back[i] == i + 1;
+    for (i = 9; i < 21; i++) ok_all &= back[i] == 1; /* the fill value */
+    CHECK(ok_all);
+    OK(vds_resize_axis(ds, "t", 2));
+    OK(vds_close(ds));
+    OK(vds_open(path_in("growth.vds"), VDS_OPEN_READ, &ds));
+    OK(vds_get_axis_info(ds, 0, &info));
+    CHECK(info.samples == 2);
+    EXPECT(vds_resize_axis(ds, "t", 3), VDS_ERR_READ_ONLY, "read-only");
+    OK(vds_close(ds));
+}
+
 int main(int argc, char **argv) {
     vds_dataset *ds;
     char path[1200];
@@ -871,6 +924,7 @@ int main(int argc, char **argv) {
     test_quantization();
     test_mask();
     test_margins();
+    test_growth();
 
     if (failures) {
         fprintf(stderr, "vds C test: %d of %d checks failed\n", failures, checks);

@@ -931,6 +931,68 @@ vds_status vds_write(struct vds_dataset *ds,
                      size_t buf_len);
 
 /**
+ * Makes the builder's axis `name` growable, up to `max_samples` samples
+ * (0: no limit but the format's), so that `vds_resize_axis` and
+ * `vds_append` can change it after creation.
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+ * `VDS_ERR_NOT_FOUND` (no such axis), `VDS_ERR_INVALID_ARGUMENT` (bad
+ * UTF-8). The limit is checked by `vds_builder_create`.
+ */
+vds_status vds_builder_set_axis_growable(struct vds_builder *b,
+                                         const char *name,
+                                         uint64_t max_samples);
+
+/**
+ * Whether axis `index` is growable (`*out_growable` 1 or 0) and the most
+ * samples it may reach (`*out_max_samples`, 0: no limit). Either output
+ * may be NULL.
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+ * `VDS_ERR_OUT_OF_RANGE` (no such axis).
+ */
+vds_status vds_axis_growth(const struct vds_dataset *ds,
+                           size_t index,
+                           int32_t *out_growable,
+                           uint64_t *out_max_samples);
+
+/**
+ * Changes the number of samples of the growable axis `name`, and so the
+ * extent of every variable spanning it, at the next commit: added samples
+ * read as the fill value until written; chunks wholly beyond a smaller
+ * extent leave the index. Levels of detail, partitionings, masks and
+ * margins follow at commit.
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+ * `VDS_ERR_NOT_FOUND` (no such axis), `VDS_ERR_INVALID_ARGUMENT` (not
+ * growable, 0 samples, bad UTF-8), `VDS_ERR_OUT_OF_RANGE` (beyond the
+ * axis's maximum), `VDS_ERR_READ_ONLY`, `VDS_ERR_POISONED`,
+ * `VDS_ERR_CORRUPT`, `VDS_ERR_IO`.
+ */
+vds_status vds_resize_axis(struct vds_dataset *ds, const char *name, uint64_t samples);
+
+/**
+ * Grows the axis `axis` by the samples in `buf` and writes them at its
+ * end: `buf` holds `buf_len` bytes of elements of type `dtype` in
+ * `order`, the variable's extent along every other axis times any whole
+ * number of samples along `axis`. `*out_start` (may be NULL) receives the
+ * index of the first sample written along `axis`.
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+ * `VDS_ERR_OUT_OF_RANGE`, `VDS_ERR_INVALID_ARGUMENT` (the variable does
+ * not span `axis`, not a whole number of samples), `VDS_ERR_TYPE_MISMATCH`,
+ * and the errors of `vds_resize_axis` and `vds_write`.
+ */
+vds_status vds_append(struct vds_dataset *ds,
+                      size_t var,
+                      int32_t dtype,
+                      const char *axis,
+                      int32_t order,
+                      const uint8_t *buf,
+                      size_t buf_len,
+                      uint64_t *out_start);
+
+/**
  * Keeps `levels` levels of detail of variable `var` (1 to 16; level 0 is
  * the data): level k halves each of the `naxes` axes named in `axes`
  * (`naxes` 0 and `axes` NULL: every axis) k times, ceil(n / 2^k) samples.

@@ -20,6 +20,7 @@ use std::fs::{File, OpenOptions as FsOpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+mod growth;
 mod layers;
 mod maintenance;
 mod quant;
@@ -378,6 +379,10 @@ impl DatasetBuilder {
         self.variables.push(var.clone());
         self
     }
+    /// The axis added under `name`, to change it.
+    pub fn axis_mut(&mut self, name: &str) -> Option<&mut Axis> {
+        self.axes.iter_mut().find(|a| a.name == name)
+    }
     /// The variable added under `name`, to change its options.
     pub fn variable_mut(&mut self, name: &str) -> Option<&mut VariableBuilder> {
         self.variables.iter_mut().find(|v| v.name == name)
@@ -414,6 +419,8 @@ impl DatasetBuilder {
                 samples: a.samples,
                 first: a.first,
                 last: a.last,
+                growable: a.growable,
+                max_samples: a.max_samples,
                 extra: Map::new(),
             })
             .collect();
@@ -582,7 +589,9 @@ pub struct Dataset {
     commit: CommitSlot,
     reader: PageReader,
     // Writer state.
-    pending: BTreeMap<Key, Entry>,
+    /// Uncommitted changes of the index: new entries, and `None` for keys
+    /// removed (chunks beyond an axis that shrank).
+    pending: BTreeMap<Key, Option<Entry>>,
     /// Regions of level 0 written since the last commit, per variable with
     /// more than one layer: the other layers are updated from them at commit.
     dirty: Vec<(usize, layers::Bounds)>,
@@ -1189,7 +1198,7 @@ impl Dataset {
             self.load_chunk(var, coords, &mut buf)?;
             gather(var, plan, data, &mut buf);
             let entry = self.store_prepared(var, prepare(var, coords, &buf))?;
-            self.pending.insert(chunk_key(var, coords), entry);
+            self.pending.insert(chunk_key(var, coords), Some(entry));
             Ok(())
         })
         .and_then(|()| {
@@ -1199,7 +1208,7 @@ impl Dataset {
                     fill_chunk(var, &var.fill, &mut buf);
                     gather(var, plan, data, &mut buf);
                     let entry = self.store_prepared(var, prepare(var, coords, &buf))?;
-                    self.pending.insert(chunk_key(var, coords), entry);
+                    self.pending.insert(chunk_key(var, coords), Some(entry));
                 }
                 return Ok(());
             }
@@ -1269,7 +1278,7 @@ impl Dataset {
     /// The current entry of a chunk: uncommitted writes first, then the committed index.
     fn entry(&self, key: &Key) -> Result<Option<Entry>> {
         if let Some(e) = self.pending.get(key) {
-            return Ok(Some(*e));
+            return Ok(*e);
         }
         self.reader.lookup(&*self.storage, self.commit.root, key)
     }
@@ -1425,7 +1434,7 @@ impl Dataset {
             },
             |i, prepared| {
                 let entry = self.store_prepared(var, prepared)?;
-                self.pending.insert(chunk_key(var, &full[i].0), entry);
+                self.pending.insert(chunk_key(var, &full[i].0), Some(entry));
                 Ok(())
             },
         )
@@ -1486,7 +1495,7 @@ impl Dataset {
                 }
                 Ok(())
             })?;
-            for e in self.pending.values() {
+            for e in self.pending.values().flatten() {
                 if let Entry::Stored { codec, length, hash, .. } = *e {
                     if hash != 0 {
                         map.entry((hash, length, codec)).or_insert(*e);
@@ -1578,9 +1587,9 @@ impl Dataset {
             }
         }
         // 2. New index pages, copy-on-write, after the chunks in the container.
-        let changes: Vec<(Key, Entry)> = self.pending.iter().map(|(k, e)| (*k, *e)).collect();
+        let changes: Vec<index::Change> = self.pending.iter().map(|(k, e)| (*k, *e)).collect();
         let mut w = PageWriter { page_size: self.commit.page_size as usize, base: self.end, buf: Vec::new() };
-        let (root, added) = index::merge(&self.reader, &*self.storage, self.commit.root, &changes, &mut w)?;
+        let (root, entries) = index::merge(&self.reader, &*self.storage, self.commit.root, self.commit.entries, &changes, &mut w)?;
         let io = |what: &'static str| move |e| Error::io(format!("committing: writing {what}"), e);
         self.storage.write_at(self.end, &w.buf).map_err(io("index pages"))?;
         self.end += w.buf.len() as u64;
@@ -1603,7 +1612,7 @@ impl Dataset {
             desc_len,
             desc_crc,
             root,
-            entries: self.commit.entries + added,
+            entries,
         };
         self.publish(&next)?;
         self.pending.clear();
@@ -1745,7 +1754,9 @@ impl Dataset {
             count(k, e)
         })?;
         for (k, e) in &self.pending {
-            count(k, e)?;
+            if let Some(e) = e {
+                count(k, e)?;
+            }
         }
         Ok(s)
     }

@@ -358,14 +358,43 @@ impl PageReader {
 
     /// Calls `f` for every entry of the tree in key order.
     pub(crate) fn for_each(&self, storage: &dyn Storage, root: Option<Root>, f: &mut dyn FnMut(&Key, &Entry) -> Result<()>) -> Result<()> {
+        self.for_each_in(storage, root, 0..=u32::MAX, f)
+    }
+
+    /// Calls `f` for every entry whose layer is in `layers`, in key order,
+    /// reading only the pages that can hold such keys.
+    pub(crate) fn for_each_in(
+        &self,
+        storage: &dyn Storage,
+        root: Option<Root>,
+        layers: std::ops::RangeInclusive<u32>,
+        f: &mut dyn FnMut(&Key, &Entry) -> Result<()>,
+    ) -> Result<()> {
         type Visit<'a> = &'a mut dyn FnMut(&Key, &Entry) -> Result<()>;
-        fn walk(pr: &PageReader, s: &dyn Storage, r: &ChildRef, level: u8, seen: &mut HashSet<u64>, f: Visit<'_>) -> Result<()> {
-            first_visit(seen, r.offset)?;
-            match &*pr.load(s, r, level)? {
-                Page::Leaf(entries) => entries.iter().try_for_each(|(k, e)| f(k, e)),
+        struct Walk<'a> {
+            pr: &'a PageReader,
+            s: &'a dyn Storage,
+            layers: std::ops::RangeInclusive<u32>,
+            seen: HashSet<u64>,
+        }
+        fn walk(w: &mut Walk<'_>, r: &ChildRef, level: u8, f: Visit<'_>) -> Result<()> {
+            first_visit(&mut w.seen, r.offset)?;
+            match &*w.pr.load(w.s, r, level)? {
+                Page::Leaf(entries) => entries.iter().filter(|(k, _)| w.layers.contains(&k.layer)).try_for_each(|(k, e)| f(k, e)),
                 Page::Branch(children) => {
                     let below = child_level(level, r.offset)?;
-                    children.iter().try_for_each(|c| walk(pr, s, c, below, seen, f))
+                    for (i, c) in children.iter().enumerate() {
+                        // Child i holds keys from its own key up to the next child's.
+                        let past = c.key.layer > *w.layers.end();
+                        let before = children.get(i + 1).is_some_and(|n| n.key.layer < *w.layers.start());
+                        if past {
+                            break;
+                        }
+                        if !before {
+                            walk(w, c, below, f)?;
+                        }
+                    }
+                    Ok(())
                 }
             }
         }
@@ -373,7 +402,7 @@ impl PageReader {
             None => Ok(()),
             Some(root) => {
                 let r = ChildRef { key: Key { layer: 0, coords: [0; 8] }, offset: root.offset, crc: root.crc };
-                walk(self, storage, &r, root.level, &mut HashSet::new(), f)
+                walk(&mut Walk { pr: self, s: storage, layers, seen: HashSet::new() }, &r, root.level, f)
             }
         }
     }
@@ -443,29 +472,41 @@ fn split_even(n: usize, parts: usize) -> impl Iterator<Item = std::ops::Range<us
     (0..parts).map(move |i| (i * n / parts)..((i + 1) * n / parts))
 }
 
+/// A change to the index: a key's new entry, or `None` to remove the key.
+pub(crate) type Change = (Key, Option<Entry>);
+
 /// Merges sorted `changes` into the tree at `root`, writing new pages to `w`
 /// (copy-on-write: pages without changes are shared with the old tree).
-/// Returns the new root and the number of keys that were not in the tree before.
+/// Returns the new root (`None` when no key is left) and the number of keys
+/// in the tree after the merge, given `count` before it.
 pub(crate) fn merge(
     reader: &PageReader,
     storage: &dyn Storage,
     root: Option<Root>,
-    changes: &[(Key, Entry)],
+    count: u64,
+    changes: &[Change],
     w: &mut PageWriter,
 ) -> Result<(Option<Root>, u64)> {
-    let mut added = 0u64;
+    let mut count = Count(count);
     let (mut refs, mut level) = match root {
-        None if changes.is_empty() => return Ok((None, 0)),
         None => {
-            added = changes.len() as u64;
-            (w.write_leaves(changes), 0)
+            let new: Vec<(Key, Entry)> = changes.iter().filter_map(|(k, e)| e.map(|e| (*k, e))).collect();
+            (w.write_leaves(&new), 0)
         }
-        Some(_) if changes.is_empty() => return Ok((root, 0)),
+        Some(_) if changes.is_empty() => return Ok((root, count.0)),
         Some(root) => {
             let r = ChildRef { key: changes[0].0, offset: root.offset, crc: root.crc };
-            (merge_node(reader, storage, &r, root.level, changes, w, &mut added)?, root.level)
+            (merge_node(reader, storage, &r, root.level, changes, w, &mut count)?, root.level)
         }
     };
+    if root.is_none() {
+        count.0 = changes.iter().filter(|(_, e)| e.is_some()).count() as u64;
+    }
+    // Removals may empty the tree. (They may also leave branches with a
+    // single child; the tree stays valid and keeps its height.)
+    if refs.is_empty() {
+        return Ok((None, 0));
+    }
     while refs.len() > 1 {
         if level >= MAX_LEVEL {
             return Err(Error::new(crate::ErrorKind::OutOfRange, "chunk index would exceed its maximum depth"));
@@ -473,17 +514,20 @@ pub(crate) fn merge(
         level += 1;
         refs = w.write_branches(&refs, level);
     }
-    Ok((Some(Root { offset: refs[0].offset, crc: refs[0].crc, level }), added))
+    Ok((Some(Root { offset: refs[0].offset, crc: refs[0].crc, level }), count.0))
 }
+
+/// The number of keys in a tree, kept up to date by a merge.
+struct Count(u64);
 
 fn merge_node(
     reader: &PageReader,
     storage: &dyn Storage,
     r: &ChildRef,
     level: u8,
-    changes: &[(Key, Entry)],
+    changes: &[Change],
     w: &mut PageWriter,
-    added: &mut u64,
+    count: &mut Count,
 ) -> Result<Vec<ChildRef>> {
     let page = reader.load(storage, r, level)?;
     match &*page {
@@ -493,12 +537,18 @@ fn merge_node(
             while i < entries.len() || j < changes.len() {
                 let take_change = j < changes.len() && (i >= entries.len() || changes[j].0 <= entries[i].0);
                 if take_change {
-                    if i < entries.len() && entries[i].0 == changes[j].0 {
-                        i += 1; // replaced
-                    } else {
-                        *added += 1;
+                    let existed = i < entries.len() && entries[i].0 == changes[j].0;
+                    if existed {
+                        i += 1; // replaced or removed
                     }
-                    merged.push(changes[j]);
+                    match (changes[j].1, existed) {
+                        (Some(e), _) => {
+                            count.0 += u64::from(!existed);
+                            merged.push((changes[j].0, e));
+                        }
+                        (None, true) => count.0 = count.0.saturating_sub(1),
+                        (None, false) => {}
+                    }
                     j += 1;
                 } else {
                     merged.push(entries[i]);
@@ -519,7 +569,7 @@ fn merge_node(
                 if start == end {
                     out.push(*child);
                 } else {
-                    out.extend(merge_node(reader, storage, child, child_level(level, r.offset)?, &changes[start..end], w, added)?);
+                    out.extend(merge_node(reader, storage, child, child_level(level, r.offset)?, &changes[start..end], w, count)?);
                 }
                 start = end;
             }
@@ -537,11 +587,11 @@ mod tests {
         Key { layer, coords: [c / 1000, c % 1000, 0, 0, 0, 0, 0, 0] }
     }
 
-    fn commit(s: &MemoryStorage, root: Option<Root>, changes: &[(Key, Entry)]) -> (Option<Root>, u64) {
+    fn commit(s: &MemoryStorage, root: Option<Root>, count: u64, changes: &[Change]) -> (Option<Root>, u64) {
         let base = s.len().unwrap();
         let reader = PageReader::new(DEFAULT_PAGE, base);
         let mut w = PageWriter { page_size: DEFAULT_PAGE as usize, base, buf: Vec::new() };
-        let out = merge(&reader, s, root, changes, &mut w).unwrap();
+        let out = merge(&reader, s, root, count, changes, &mut w).unwrap();
         s.write_at(base, &w.buf).unwrap();
         out
     }
@@ -552,21 +602,32 @@ mod tests {
         s.write_at(0, &[0u8; 64]).unwrap();
         let mut model = std::collections::BTreeMap::new();
         let mut root = None;
+        let mut count = 0;
         let mut x = 12345u64;
         for round in 0..if cfg!(miri) { 4 } else { 20 } {
             let mut changes = std::collections::BTreeMap::new();
             for _ in 0..(1 + round * 97 % 700) {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 let k = key((x >> 60) as u32, ((x >> 20) % 50_000) as u32);
-                let e = Entry::Constant { value: x.to_le_bytes() };
+                // Every fifth change removes a key (present or not).
+                let e = (x % 5 != 0).then_some(Entry::Constant { value: x.to_le_bytes() });
                 changes.insert(k, e);
             }
+            // Late rounds remove whole ranges of keys, emptying pages.
+            if round >= 15 {
+                let gone: Vec<Key> = model.keys().filter(|k: &&Key| k.layer % 2 == round % 2).copied().collect();
+                changes.extend(gone.into_iter().map(|k| (k, None)));
+            }
             let changes: Vec<_> = changes.into_iter().collect();
-            let before = model.len();
-            model.extend(changes.iter().copied());
-            let (r, added) = commit(&s, root, &changes);
-            root = r;
-            assert_eq!(added as usize, model.len() - before);
+            for (k, e) in &changes {
+                match e {
+                    Some(e) => model.insert(*k, *e),
+                    None => model.remove(k),
+                };
+            }
+            let (r, n) = commit(&s, root, count, &changes);
+            (root, count) = (r, n);
+            assert_eq!(count as usize, model.len());
         }
         let reader = PageReader::new(DEFAULT_PAGE, s.len().unwrap());
         assert!(root.unwrap().level >= if cfg!(miri) { 1 } else { 2 }, "the test should build a tree with branches");
@@ -585,11 +646,30 @@ mod tests {
     }
 
     #[test]
+    fn removing_every_key_empties_the_tree() {
+        let s = MemoryStorage::new();
+        s.write_at(0, &[0u8; 64]).unwrap();
+        let changes: Vec<_> = (0..5000).map(|c| (key(1, c), Some(Entry::Fill))).collect();
+        let (root, n) = commit(&s, None, 0, &changes);
+        assert_eq!(n, 5000);
+        assert!(root.unwrap().level >= 1);
+        // Removing all but one key keeps a valid tree with that key.
+        let gone: Vec<_> = (0..5000).filter(|&c| c != 4321).map(|c| (key(1, c), None)).collect();
+        let (root2, n) = commit(&s, root, 5000, &gone);
+        assert_eq!(n, 1);
+        let reader = PageReader::new(DEFAULT_PAGE, s.len().unwrap());
+        assert_eq!(reader.lookup(&s, root2, &key(1, 4321)).unwrap(), Some(Entry::Fill));
+        assert_eq!(reader.lookup(&s, root2, &key(1, 4320)).unwrap(), None);
+        let (root3, n) = commit(&s, root2, 1, &[(key(1, 4321), None)]);
+        assert_eq!((root3, n), (None, 0));
+    }
+
+    #[test]
     fn damaged_pages_are_reported_with_offsets() {
         let s = MemoryStorage::new();
         s.write_at(0, &[0u8; 64]).unwrap();
-        let changes: Vec<_> = (0..500).map(|c| (key(0, c), Entry::Fill)).collect();
-        let (root, _) = commit(&s, None, &changes);
+        let changes: Vec<_> = (0..500).map(|c| (key(0, c), Some(Entry::Fill))).collect();
+        let (root, _) = commit(&s, None, 0, &changes);
         let root = root.unwrap();
         let mut bytes = s.to_bytes();
         bytes[root.offset as usize + 100] ^= 1;

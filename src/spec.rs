@@ -15,7 +15,7 @@ pub const MAGIC: &[u8] = b"VDS ";
 /// The major version this library writes and reads. A file with another major version is refused.
 pub const FORMAT_MAJOR: u16 = 1;
 /// The minor version this library writes. Files of any minor version of major 1 are read.
-pub const FORMAT_MINOR: u16 = 1;
+pub const FORMAT_MINOR: u16 = 2;
 /// The most axes a dataset may have (the chunk key holds this many coordinates).
 pub const MAX_DIMS: usize = 8;
 /// The largest uncompressed chunk, in bytes (256 MiB).
@@ -25,7 +25,7 @@ pub const MAX_VARIABLES: usize = 65_535;
 /// The longest descriptor accepted, in bytes (64 MiB).
 pub const MAX_DESCRIPTOR_BYTES: u64 = 64 << 20;
 
-/// The version line, "VDS 1.1\n".
+/// The version line, "VDS 1.2\n".
 pub(crate) fn version_line() -> String {
     format!("VDS {FORMAT_MAJOR}.{FORMAT_MINOR}\n")
 }
@@ -408,6 +408,8 @@ pub(crate) const FEATURE_LOD: &str = "levels_of_detail";
 /// A variable is stored in more than one partitioning (read-only
 /// compatible, for the same reason).
 pub(crate) const FEATURE_PARTITIONINGS: &str = "partitionings";
+/// Most samples along an axis: (2^32 - 1) chunks of at most 2^28 samples.
+pub(crate) const MAX_SAMPLES: u64 = u32::MAX as u64 * MAX_CHUNK_BYTES;
 /// Most levels of detail of a variable.
 pub const MAX_LODS: u8 = 16;
 /// Most partitionings of a variable (the first is its own chunk shape).
@@ -421,6 +423,12 @@ pub(crate) struct AxisJson {
     pub samples: u64,
     pub first: f64,
     pub last: f64,
+    /// The axis may be resized (format 1.2).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub growable: bool,
+    /// The most samples a growable axis may reach (format 1.2); none: unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_samples: Option<u64>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -538,12 +546,40 @@ pub struct Axis {
     pub(crate) samples: u64,
     pub(crate) first: f64,
     pub(crate) last: f64,
+    pub(crate) growable: bool,
+    pub(crate) max_samples: Option<u64>,
 }
 
 impl Axis {
     /// An axis of `samples` samples with coordinates 0, 1, ..., samples - 1 and no unit.
     pub fn new(name: &str, samples: u64) -> Axis {
-        Axis { name: name.into(), unit: String::new(), samples, first: 0.0, last: samples.saturating_sub(1) as f64 }
+        Axis {
+            name: name.into(),
+            unit: String::new(),
+            samples,
+            first: 0.0,
+            last: samples.saturating_sub(1) as f64,
+            growable: false,
+            max_samples: None,
+        }
+    }
+    /// Makes the axis growable: [`Dataset::resize_axis`](crate::Dataset::resize_axis)
+    /// and [`Dataset::append`](crate::Dataset::append) may change its
+    /// number of samples later, up to `max_samples` (`None`: no limit but
+    /// the format's). Every variable spanning it grows or shrinks with it.
+    #[must_use]
+    pub fn growable(mut self, max_samples: Option<u64>) -> Axis {
+        self.growable = true;
+        self.max_samples = max_samples;
+        self
+    }
+    /// Whether the axis may be resized.
+    pub fn is_growable(&self) -> bool {
+        self.growable
+    }
+    /// The most samples a growable axis may reach, if limited.
+    pub fn max_samples(&self) -> Option<u64> {
+        self.max_samples
     }
     /// Sets the unit (e.g. "m", "ms").
     #[must_use]
@@ -942,13 +978,29 @@ impl DescriptorJson {
             if self.axes[..i].iter().any(|b| b.name == a.name) {
                 return Err(format!("axis name {:?} is used twice", a.name).into());
             }
-            if a.samples == 0 || a.samples > u64::from(u32::MAX) * MAX_CHUNK_BYTES {
+            if a.samples == 0 || a.samples > MAX_SAMPLES {
                 return Err(format!("axis {:?} has {} samples", a.name, a.samples).into());
             }
             if !a.first.is_finite() || !a.last.is_finite() {
                 return Err(format!("axis {:?} has non-finite coordinates", a.name).into());
             }
-            axes.push(Axis { name: a.name.clone(), unit: a.unit.clone(), samples: a.samples, first: a.first, last: a.last });
+            if a.max_samples.is_some() && !a.growable {
+                return Err(format!("axis {:?} has max_samples but is not growable", a.name).into());
+            }
+            if let Some(m) = a.max_samples {
+                if m < a.samples || m > MAX_SAMPLES {
+                    return Err(format!("axis {:?}: max_samples {m} outside {}..={MAX_SAMPLES}", a.name, a.samples).into());
+                }
+            }
+            axes.push(Axis {
+                name: a.name.clone(),
+                unit: a.unit.clone(),
+                samples: a.samples,
+                first: a.first,
+                last: a.last,
+                growable: a.growable,
+                max_samples: a.max_samples,
+            });
         }
         if self.variables.is_empty() || self.variables.len() > MAX_VARIABLES {
             return Err(format!("a dataset has 1 to {MAX_VARIABLES} variables, found {}", self.variables.len()).into());
@@ -1172,8 +1224,8 @@ mod tests {
     #[test]
     fn version_line_round_trip() {
         let line = version_line();
-        assert_eq!(line, "VDS 1.1\n");
-        assert_eq!(parse_version_line(line.trim_end().as_bytes()).unwrap(), (1, 1));
+        assert_eq!(line, "VDS 1.2\n");
+        assert_eq!(parse_version_line(line.trim_end().as_bytes()).unwrap(), (1, FORMAT_MINOR));
         assert_eq!(parse_version_line(b"VDS 1.7").unwrap(), (1, 7));
         assert_eq!(parse_version_line(b"VDS 2.0").unwrap_err().kind(), ErrorKind::UnsupportedVersion);
         assert_eq!(parse_version_line(b"HDF 1.0").unwrap_err().kind(), ErrorKind::Corrupt);

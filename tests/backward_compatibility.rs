@@ -1,6 +1,7 @@
 //! Files written by each released format version stay readable. The files in
 //! tests/data/v1/ were written by format 1.0 with the code in `generate`,
-//! those in tests/data/v1.1/ by format 1.1 with `generate_1_1`,
+//! those in tests/data/v1.1/ by format 1.1 with `generate_1_1`, those in
+//! tests/data/v1.2/ by format 1.2 with `generate_1_2`,
 //! below and are never rewritten: a change that breaks reading them breaks
 //! users' files. (`VDS_WRITE_GOLDEN=1 cargo test --test backward_compatibility`
 //! writes them, for a new format version's directory only.)
@@ -217,4 +218,77 @@ fn format_1_1_files_stay_readable() {
         generate_1_1(name);
     }
     check_1_1(name);
+}
+
+const DIR_1_2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v1.2");
+
+/// Format 1.2: a growable axis, grown by appends and shrunk once (SPEC.md 3.10).
+fn generate_1_2(name: &str) {
+    let path = std::path::Path::new(DIR_1_2).join(name);
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("time", 1).growable(Some(1000)).unit("s").coordinates(0.0, 0.0))
+        .axis(Axis::new("station", 7))
+        .variable(
+            VariableBuilder::new("temperature", DType::Float32, &["time", "station"])
+                .chunk(&[4, 7])
+                .fill(f32::NAN)
+                .codec(Codec::deflate(6))
+                .levels_of_detail(2, &["time"], vds::LodMethod::Average),
+        )
+        .attribute("created_by", "format 1.2 golden file")
+        .create(&path)
+        .unwrap();
+    let row = |t: u64| -> Vec<f32> { (0..7).map(|s| temperature(t, s)).collect() };
+    ds.write("temperature", &Region::full(&[1, 7]).unwrap(), Order::C, &row(0)).unwrap();
+    ds.commit().unwrap();
+    for t in 1..12 {
+        ds.append("temperature", "time", Order::C, &row(t)).unwrap();
+        if t % 5 == 0 {
+            ds.commit().unwrap();
+        }
+    }
+    ds.commit().unwrap();
+    // 12 -> 9 samples: chunk 2 (samples 8..12) keeps 8 only.
+    ds.resize_axis("time", 9).unwrap();
+    ds.close().unwrap();
+}
+
+fn temperature(t: u64, s: u64) -> f32 {
+    10.0 + t as f32 * 0.25 - s as f32
+}
+
+fn check_1_2(name: &str) {
+    let path = std::path::Path::new(DIR_1_2).join(name);
+    assert!(path.exists(), "{} is missing: golden files are committed, never regenerated", path.display());
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.format_version(), [1, 2]);
+    assert_eq!(ds.attributes()["created_by"], json!("format 1.2 golden file"));
+    let time = &ds.axes()[0];
+    assert_eq!((time.samples(), time.is_growable(), time.max_samples()), (9, true, Some(1000)));
+    assert_eq!((time.first(), time.last()), (0.0, 8.0), "spacing 1 from an axis of one sample");
+    let got: Vec<f32> = ds.read_vec("temperature", &Region::full(&[9, 7]).unwrap(), Order::C).unwrap();
+    assert!(got.iter().enumerate().all(|(x, &v)| v == temperature(x as u64 / 7, x as u64 % 7)));
+    let mut l1 = vec![0f32; 5 * 7];
+    ds.read_lod("temperature", 1, None, &Region::full(&[5, 7]).unwrap(), Order::C, &mut l1).unwrap();
+    for (x, &v) in l1.iter().enumerate() {
+        let (t, s) = (x as u64 / 7, x as u64 % 7);
+        let want = if t < 4 {
+            ((f64::from(temperature(2 * t, s)) + f64::from(temperature(2 * t + 1, s))) / 2.0) as f32
+        } else {
+            temperature(8, s)
+        };
+        assert_eq!(v, want, "level 1 at {t},{s}");
+    }
+    assert_eq!(ds.stats().unwrap().stored_chunks, 3 + 2, "chunk 2 of level 0 and chunk 1 of level 1 remain; none beyond");
+    assert!(ds.verify().unwrap().is_ok());
+}
+
+#[test]
+fn format_1_2_files_stay_readable() {
+    let name = "golden-1.2-growth.vds";
+    if std::env::var_os("VDS_WRITE_GOLDEN").is_some() && !std::path::Path::new(DIR_1_2).join(name).exists() {
+        std::fs::create_dir_all(DIR_1_2).unwrap();
+        generate_1_2(name);
+    }
+    check_1_2(name);
 }

@@ -173,7 +173,7 @@ fn newer_versions_and_unknown_features_are_named() {
     };
     let mut b = orig.clone();
     b[4] = b'2';
-    check(&b, ErrorKind::UnsupportedVersion, "2.1");
+    check(&b, ErrorKind::UnsupportedVersion, "2.2");
 
     let mut b = orig.clone();
     rewrite_descriptor(&mut b, |d| d["features"]["incompat"] = json!(["sparse-bricks"]));

@@ -168,6 +168,8 @@ const MAP: [u64; 2] = [20, 16];
 /// The logical contents of a commit: the values of both variables and the attributes.
 #[derive(Clone, PartialEq, Debug)]
 struct Contents {
+    /// Samples along the growable axis z.
+    z: u64,
     volume: Vec<f32>,
     map: Vec<i16>,
     attributes: Value,
@@ -186,7 +188,7 @@ fn step(ds: &mut vds::Dataset, model: &mut Contents, k: usize) -> vds::Result<()
         for a in 0..shape[0] {
             for b in 0..shape[1] {
                 for c in 0..shape[2] {
-                    m.volume[(((start[0] + a) * SHAPE[1] + start[1] + b) * SHAPE[2] + start[2] + c) as usize] = vals[i];
+                    m.volume[(((start[0] + a) * SHAPE[1] + start[1] + b) * m.z + start[2] + c) as usize] = vals[i];
                     i += 1;
                 }
             }
@@ -217,6 +219,19 @@ fn step(ds: &mut vds::Dataset, model: &mut Contents, k: usize) -> vds::Result<()
             let v = set(model, [10, 0, 6], [10, 16, 6], &|i| -(i as f32));
             ds.write("volume", &region(&[10, 0, 6], &[10, 16, 6]), Order::C, &v)?;
         }
+        5 => {
+            // The growable axis: three samples appended, then cut to 9.
+            let v: Vec<f32> = (0..20 * 16 * 3).map(|i| i as f32 * 0.5).collect();
+            ds.append("volume", "z", Order::C, &v)?;
+            model.volume = resize_z(&model.volume, model.z, 15);
+            model.z = 15;
+            let _ = set(model, [0, 0, 12], [20, 16, 3], &|i| v[i]);
+        }
+        6 => {
+            ds.resize_axis("z", 9)?;
+            model.volume = resize_z(&model.volume, model.z, 9);
+            model.z = 9;
+        }
         _ => {
             for (i, x) in model.map.iter_mut().enumerate().take(160) {
                 *x = -(i as i16);
@@ -229,10 +244,21 @@ fn step(ds: &mut vds::Dataset, model: &mut Contents, k: usize) -> vds::Result<()
     Ok(())
 }
 
-const STEPS: usize = 5;
+const STEPS: usize = 8;
 
 fn empty() -> Contents {
-    Contents { volume: vec![f32::NAN; 20 * 16 * 12], map: vec![-1; 320], attributes: json!({"origin": "crash test"}) }
+    Contents { z: 12, volume: vec![f32::NAN; 20 * 16 * 12], map: vec![-1; 320], attributes: json!({"origin": "crash test"}) }
+}
+
+/// The volume with `z` samples along its last axis instead of `from` (new ones NaN).
+fn resize_z(v: &[f32], from: u64, z: u64) -> Vec<f32> {
+    let mut out = vec![f32::NAN; (20 * 16 * z) as usize];
+    for row in 0..20 * 16 {
+        for c in 0..from.min(z) {
+            out[(row * z + c) as usize] = v[(row * from + c) as usize];
+        }
+    }
+    out
 }
 
 /// Runs the workload on `storage` until it finishes or an operation fails.
@@ -243,7 +269,7 @@ fn workload(storage: &FaultyStorage, durability: Durability) -> (Vec<Contents>, 
     let created = DatasetBuilder::new()
         .axis(Axis::new("x", 20))
         .axis(Axis::new("y", 16))
-        .axis(Axis::new("z", 12))
+        .axis(Axis::new("z", 12).growable(None))
         .variable(
             VariableBuilder::new("volume", DType::Float32, &["x", "y", "z"]).chunk(&[8, 8, 8]).fill(f32::NAN).codec(Codec::deflate(3)),
         )
@@ -269,8 +295,10 @@ fn workload(storage: &FaultyStorage, durability: Durability) -> (Vec<Contents>, 
 
 fn read_contents(bytes: &[u8]) -> vds::Result<Contents> {
     let ds = OpenOptions::new().open_storage(Arc::new(MemoryStorage::from_bytes(bytes)))?;
+    let z = ds.axes()[2].samples();
     Ok(Contents {
-        volume: ds.read_vec("volume", &Region::full(&SHAPE)?, Order::C)?,
+        z,
+        volume: ds.read_vec("volume", &Region::full(&[SHAPE[0], SHAPE[1], z])?, Order::C)?,
         map: ds.read_vec("map", &Region::full(&MAP)?, Order::C)?,
         attributes: Value::Object(ds.attributes().clone()),
     })
@@ -278,7 +306,7 @@ fn read_contents(bytes: &[u8]) -> vds::Result<Contents> {
 
 fn same(a: &Contents, b: &Contents) -> bool {
     // Bitwise for floats, so that NaN fill values compare equal.
-    a.map == b.map && a.attributes == b.attributes && a.volume.iter().zip(&b.volume).all(|(x, y)| x.to_bits() == y.to_bits())
+    a.z == b.z && a.map == b.map && a.attributes == b.attributes && a.volume.iter().zip(&b.volume).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
 #[test]

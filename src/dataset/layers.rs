@@ -223,7 +223,7 @@ impl Dataset {
     }
 
     /// Copies a region from one stored layer to another of the same shape and type.
-    fn copy_region(&mut self, from: &Variable, to: &Variable, region: &Region) -> Result<()> {
+    pub(super) fn copy_region(&mut self, from: &Variable, to: &Variable, region: &Region) -> Result<()> {
         let mut buf = Vec::new();
         self.reserve(&mut buf, region_bytes(from, region.shape())?, "a region copied between layers")?;
         self.read_layer(from, region, Order::C, &mut buf)?;

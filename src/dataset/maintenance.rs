@@ -394,7 +394,7 @@ impl Dataset {
                 }
                 other => other,
             };
-            new.pending.insert(key, entry);
+            new.pending.insert(key, Some(entry));
         }
         new.commit()?;
         Ok(new)

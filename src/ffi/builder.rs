@@ -25,7 +25,7 @@ pub enum vds_compression {
     VDS_COMPRESSION_DEFLATE = 1,
 }
 
-fn builder(b: *const vds_builder) -> FfiResult<Arc<Mutex<DatasetBuilder>>> {
+pub(crate) fn builder(b: *const vds_builder) -> FfiResult<Arc<Mutex<DatasetBuilder>>> {
     match lookup(b as usize, "builder")? {
         Object::Builder(x) => Ok(x),
         other => fail(vds_status::VDS_ERR_BAD_HANDLE, format!("the builder argument is {}, not a vds_builder", kind_name(&other))),

@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 mod builder;
 mod dataset;
+mod growth;
 mod layers;
 
 pub use builder::*;

@@ -193,3 +193,49 @@ pub fn libs() -> &'static Path {
         dir
     })
 }
+
+/// The reference pyramid: level k from level k-1, one halved axis at a
+/// time in axis order; `mean` of the pair, or the first of the pair when
+/// `mean` is None (nearest) or the pair is cut by the extent.
+pub fn halve<T: Copy + Default>(data: &[T], shape: &[u64], halved: &[bool], mean: Option<fn(T, T) -> T>) -> (Vec<T>, Vec<u64>) {
+    let mut cur = data.to_vec();
+    let mut shape = shape.to_vec();
+    for d in 0..shape.len() {
+        if !halved[d] {
+            continue;
+        }
+        let mut next_shape = shape.clone();
+        next_shape[d] = shape[d].div_ceil(2);
+        let mut next = vec![T::default(); next_shape.iter().product::<u64>() as usize];
+        for_each_index(&next_shape, |idx| {
+            let mut a = idx.to_vec();
+            a[d] *= 2;
+            let x = cur[c_index(&a, &shape)];
+            next[c_index(idx, &next_shape)] = match mean {
+                Some(m) if a[d] + 1 < shape[d] => {
+                    a[d] += 1;
+                    m(x, cur[c_index(&a, &shape)])
+                }
+                _ => x,
+            };
+        });
+        cur = next;
+        shape = next_shape;
+    }
+    (cur, shape)
+}
+
+/// Floats: the mean in f64, rounded to f32.
+pub fn halve_f32(data: &[f32], shape: &[u64], halved: &[bool], average: bool) -> (Vec<f32>, Vec<u64>) {
+    halve(data, shape, halved, average.then_some((|a: f32, b: f32| ((f64::from(a) + f64::from(b)) / 2.0) as f32) as fn(f32, f32) -> f32))
+}
+
+/// Integers: the mean rounded to the nearest, halves away from zero.
+pub fn halve_i32(data: &[i32], shape: &[u64], halved: &[bool], average: bool) -> (Vec<i32>, Vec<u64>) {
+    halve(
+        data,
+        shape,
+        halved,
+        average.then_some((|a: i32, b: i32| ((i64::from(a) + i64::from(b)) as f64 / 2.0).round() as i32) as fn(i32, i32) -> i32),
+    )
+}

@@ -1,0 +1,121 @@
+//! Growable axes through the C ABI (SPEC.md 3.10).
+
+use super::builder::builder;
+use super::dataset::{check_dtype, dataset, order_from_c};
+use super::{arg_slice, arg_str, fail, ffi_boundary, out, vds_dataset, vds_status};
+use std::ffi::c_char;
+
+/// Makes the builder's axis `name` growable, up to `max_samples` samples
+/// (0: no limit but the format's), so that `vds_resize_axis` and
+/// `vds_append` can change it after creation.
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+/// `VDS_ERR_NOT_FOUND` (no such axis), `VDS_ERR_INVALID_ARGUMENT` (bad
+/// UTF-8). The limit is checked by `vds_builder_create`.
+#[no_mangle]
+pub unsafe extern "C" fn vds_builder_set_axis_growable(b: *mut super::vds_builder, name: *const c_char, max_samples: u64) -> vds_status {
+    ffi_boundary!("vds_builder_set_axis_growable", {
+        // SAFETY: the caller promises a NUL-terminated string.
+        let name = unsafe { arg_str(name, "name")? };
+        let b = builder(b)?;
+        let mut b = b.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(axis) = b.axis_mut(name) else {
+            return fail(vds_status::VDS_ERR_NOT_FOUND, format!("the builder has no axis named {name:?}"));
+        };
+        *axis = axis.clone().growable((max_samples > 0).then_some(max_samples));
+        Ok(())
+    })
+}
+
+/// Whether axis `index` is growable (`*out_growable` 1 or 0) and the most
+/// samples it may reach (`*out_max_samples`, 0: no limit). Either output
+/// may be NULL.
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+/// `VDS_ERR_OUT_OF_RANGE` (no such axis).
+#[no_mangle]
+pub unsafe extern "C" fn vds_axis_growth(
+    ds: *const vds_dataset,
+    index: usize,
+    out_growable: *mut i32,
+    out_max_samples: *mut u64,
+) -> vds_status {
+    ffi_boundary!("vds_axis_growth", {
+        let obj = dataset(ds)?;
+        let d = obj.read()?;
+        let Some(a) = d.axes().get(index) else {
+            return fail(vds_status::VDS_ERR_OUT_OF_RANGE, format!("axis {index} does not exist ({} axes)", d.axes().len()));
+        };
+        // SAFETY: the caller promises writable outputs or NULL.
+        unsafe {
+            if !out_growable.is_null() {
+                out(out_growable, i32::from(a.is_growable()), "out_growable")?;
+            }
+            if !out_max_samples.is_null() {
+                out(out_max_samples, a.max_samples().unwrap_or(0), "out_max_samples")?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Changes the number of samples of the growable axis `name`, and so the
+/// extent of every variable spanning it, at the next commit: added samples
+/// read as the fill value until written; chunks wholly beyond a smaller
+/// extent leave the index. Levels of detail, partitionings, masks and
+/// margins follow at commit.
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+/// `VDS_ERR_NOT_FOUND` (no such axis), `VDS_ERR_INVALID_ARGUMENT` (not
+/// growable, 0 samples, bad UTF-8), `VDS_ERR_OUT_OF_RANGE` (beyond the
+/// axis's maximum), `VDS_ERR_READ_ONLY`, `VDS_ERR_POISONED`,
+/// `VDS_ERR_CORRUPT`, `VDS_ERR_IO`.
+#[no_mangle]
+pub unsafe extern "C" fn vds_resize_axis(ds: *mut vds_dataset, name: *const c_char, samples: u64) -> vds_status {
+    ffi_boundary!("vds_resize_axis", {
+        // SAFETY: the caller promises a NUL-terminated string.
+        let name = unsafe { arg_str(name, "name")? };
+        let obj = dataset(ds)?;
+        let mut d = obj.write()?;
+        d.resize_axis(name, samples)?;
+        Ok(())
+    })
+}
+
+/// Grows the axis `axis` by the samples in `buf` and writes them at its
+/// end: `buf` holds `buf_len` bytes of elements of type `dtype` in
+/// `order`, the variable's extent along every other axis times any whole
+/// number of samples along `axis`. `*out_start` (may be NULL) receives the
+/// index of the first sample written along `axis`.
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+/// `VDS_ERR_OUT_OF_RANGE`, `VDS_ERR_INVALID_ARGUMENT` (the variable does
+/// not span `axis`, not a whole number of samples), `VDS_ERR_TYPE_MISMATCH`,
+/// and the errors of `vds_resize_axis` and `vds_write`.
+#[no_mangle]
+pub unsafe extern "C" fn vds_append(
+    ds: *mut vds_dataset,
+    var: usize,
+    dtype: i32,
+    axis: *const c_char,
+    order: i32,
+    buf: *const u8,
+    buf_len: usize,
+    out_start: *mut u64,
+) -> vds_status {
+    ffi_boundary!("vds_append", {
+        // SAFETY: the caller promises a NUL-terminated string and `buf_len` readable bytes.
+        let (axis, data) = unsafe { (arg_str(axis, "axis")?, arg_slice(buf, buf_len, usize::MAX, "buf")?) };
+        let obj = dataset(ds)?;
+        let mut d = obj.write()?;
+        let dtype = check_dtype(&d, var, dtype)?;
+        let order = order_from_c(order)?;
+        let region = d.append_as(var, axis, order, data, dtype)?;
+        if !out_start.is_null() {
+            let k = d.variables()[var].axes().iter().position(|&a| d.axes()[a].name() == axis).unwrap_or(0);
+            // SAFETY: the caller promises a writable output or NULL.
+            unsafe { out(out_start, region.start()[k], "out_start")? };
+        }
+        Ok(())
+    })
+}
