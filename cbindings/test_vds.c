@@ -850,6 +850,7 @@ static void test_growth(void) {
     vds_dataset *ds = NULL;
     const char *axes[2] = {"t", "s"};
     uint64_t chunk[2] = {4, 3}, start[2] = {0, 0}, shape[2] = {1, 3}, at = 99, max = 0;
+    uint16_t slot = 0;
     int32_t row[3] = {1, 2, 3}, more[6] = {4, 5, 6, 7, 8, 9}, back[21], odd[4] = {0};
     vds_axis_info info;
     int growable = -1, i, ok_all = 1;
@@ -889,10 +890,22 @@ static void test_growth(void) {
     for (i = 9; i < 21; i++) ok_all &= back[i] == 1; /* the fill value */
     CHECK(ok_all);
     OK(vds_resize_axis(ds, "t", 2));
+    /* Appended rows go to a slot added now. */
+    OK(vds_add_external_slot(ds, "growth.vdx", &slot));
+    CHECK(slot == 1);
+    EXPECT(vds_add_external_slot(ds, "growth.vdx", NULL), VDS_ERR_INVALID_ARGUMENT, "already used");
+    EXPECT(vds_add_external_slot(ds, "../x.vdx", NULL), VDS_ERR_INVALID_ARGUMENT, "..");
+    OK(vds_set_slot_policy(ds, VDS_SLOTS_BY_VARIABLE, &slot, 1, 0));
+    OK(vds_append(ds, 0, VDS_INT32, "t", VDS_ORDER_C, (const uint8_t *)more, sizeof more, &at));
+    CHECK(at == 2);
     OK(vds_close(ds));
     OK(vds_open(path_in("growth.vds"), VDS_OPEN_READ, &ds));
     OK(vds_get_axis_info(ds, 0, &info));
-    CHECK(info.samples == 2);
+    CHECK(info.samples == 4);
+    shape[0] = 4;
+    OK(vds_read(ds, 0, VDS_INT32, start, shape, NULL, 2, VDS_ORDER_C, (uint8_t *)back, 12 * sizeof back[0]));
+    for (i = 0; i < 6; i++) ok_all &= back[i] == i + 1 && back[6 + i] == more[i];
+    CHECK(ok_all);
     EXPECT(vds_resize_axis(ds, "t", 3), VDS_ERR_READ_ONLY, "read-only");
     OK(vds_close(ds));
 }

@@ -308,6 +308,10 @@ enum vds_slot_policy
    * Fill each of `slots` up to `max_bytes`, in order; the last takes the rest.
    */
   VDS_SLOTS_BY_SIZE = 2,
+  /**
+   * Chunks of variable i into `slots[i]` (variables past `nslots` into the container).
+   */
+  VDS_SLOTS_BY_VARIABLE = 3,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -991,6 +995,20 @@ vds_status vds_append(struct vds_dataset *ds,
                       const uint8_t *buf,
                       size_t buf_len,
                       uint64_t *out_start);
+
+/**
+ * Adds an external-file slot to an open container: creates the file
+ * `name` (relative to the container's directory; it must not exist) with
+ * a slot header and a new random id, and stores the slot's number in
+ * `*out_slot` (may be NULL) for `vds_set_slot_policy`. The slot belongs to
+ * the container from the next commit.
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+ * `VDS_ERR_INVALID_ARGUMENT` (not a confined relative path, a name already
+ * used, the container itself), `VDS_ERR_ALREADY_EXISTS`, `VDS_ERR_IO`,
+ * `VDS_ERR_READ_ONLY`, `VDS_ERR_POISONED`.
+ */
+vds_status vds_add_external_slot(struct vds_dataset *ds, const char *name, uint16_t *out_slot);
 
 /**
  * Keeps `levels` levels of detail of variable `var` (1 to 16; level 0 is

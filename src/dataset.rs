@@ -24,6 +24,7 @@ mod growth;
 mod layers;
 mod maintenance;
 mod quant;
+mod slots;
 pub use maintenance::{CompactReport, Recovery, Space, VerifyReport};
 
 /// When commits reach the disk.
@@ -55,6 +56,9 @@ pub enum SlotPolicy {
         /// Bytes a slot may hold before the next one is used.
         max_bytes: u64,
     },
+    /// Chunks of variable i into slot `list[i]` (variables past the list into
+    /// the container), e.g. each channel in its own file.
+    ByVariable(Vec<u16>),
 }
 
 /// Options for opening an existing container.
@@ -452,7 +456,7 @@ impl DatasetBuilder {
             features,
             axes: axes_json,
             variables,
-            slots: self.slots.iter().map(|s| SlotJson { name: s.clone(), extra: Map::new() }).collect(),
+            slots: self.slots.iter().map(|s| SlotJson { name: s.clone(), id: None, length: None, extra: Map::new() }).collect(),
             attributes: self.attributes.clone(),
             extra: Map::new(),
         };
@@ -470,7 +474,7 @@ impl DatasetBuilder {
     /// `AlreadyExists` when a file exists and `overwrite` is off, `Io`.
     pub fn create(&self, path: impl AsRef<Path>) -> Result<Dataset> {
         let path = path.as_ref();
-        let desc = self.descriptor()?;
+        let mut desc = self.descriptor()?;
         let open = |p: &Path| {
             let mut o = FsOpenOptions::new();
             o.read(true).write(true);
@@ -485,13 +489,14 @@ impl DatasetBuilder {
         let file = open(path)?;
         lock(&file, path)?;
         let dir = path.parent().unwrap_or(Path::new("."));
-        for s in &self.slots {
+        for (i, s) in self.slots.iter().enumerate() {
             let slot_path = dir.join(s);
             if slot_path == path {
                 return Err(invalid(format!("external-file slot {s:?} is the container itself")));
             }
-            // Truncated after the container's lock is held, as the container is.
-            open(&slot_path)?.set_len(0).map_err(|e| Error::io(format!("truncating {}", slot_path.display()), e))?;
+            // Truncated after the container's lock is held, as the container is,
+            // and given a header with a new id (SPEC.md 8.1).
+            desc.slots[i] = slots::create_slot_file(&slot_path, s, self.overwrite, slots::KIND_SLOT)?.1;
         }
         let storage: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
         let ds = Dataset::initialize(storage, Some(path.to_path_buf()), desc, self.durability, self.overwrite)?;
@@ -863,7 +868,7 @@ impl Dataset {
     pub fn set_slot_policy(&mut self, policy: SlotPolicy) -> Result<()> {
         let slots: &[u16] = match &policy {
             SlotPolicy::Fixed(s) => std::slice::from_ref(s),
-            SlotPolicy::RoundRobin(s) | SlotPolicy::BySize { slots: s, .. } => s,
+            SlotPolicy::RoundRobin(s) | SlotPolicy::BySize { slots: s, .. } | SlotPolicy::ByVariable(s) => s,
         };
         let n = self.desc.slots.len();
         if slots.is_empty() || slots.iter().any(|&s| usize::from(s) > n) {
@@ -1373,7 +1378,11 @@ impl Dataset {
         } else {
             storage.len().map_err(|e| Error::io(format!("reading the length of external file slot {slot}"), e))?
         };
-        if (slot == 0 && offset < self.commit.head_len + 2 * SLOT_SIZE) || end > file_end {
+        let data_start = match slot {
+            0 => self.commit.head_len + 2 * SLOT_SIZE,
+            s => self.desc.slots.get(usize::from(s) - 1).and_then(slots::id_value).map_or(0, |_| slots::SLOT_HEADER),
+        };
+        if offset < data_start || end > file_end {
             return Ok(Err(format!("chunk of {length} bytes lies outside the data of its file (which ends at {file_end:#x})")));
         }
         Ok(Ok(()))
@@ -1413,6 +1422,7 @@ impl Dataset {
             .write(self.writable)
             .open(&p)
             .map_err(|e| Error::io(format!("opening external file slot {slot} ({})", p.display()), e))?;
+        self.check_slot_identity(i, &file, &format!("external file slot {slot} ({})", p.display()))?;
         let s: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
         *entry = Some(s.clone());
         Ok(s)
@@ -1453,7 +1463,7 @@ impl Dataset {
         if let Some(e) = self.find_duplicate(codec_byte, &bytes, crc, hash)? {
             return Ok(e);
         }
-        let slot = self.next_slot();
+        let slot = self.next_slot(var.index);
         let storage = self.slot_storage(slot)?;
         let offset = if slot == 0 {
             self.end
@@ -1537,8 +1547,9 @@ impl Dataset {
     }
 
     /// The slot the next stored chunk goes to, by the slot policy.
-    fn next_slot(&mut self) -> u16 {
+    fn next_slot(&mut self, var: usize) -> u16 {
         match &self.policy {
+            SlotPolicy::ByVariable(list) => list.get(var).copied().unwrap_or(0),
             SlotPolicy::Fixed(s) => *s,
             SlotPolicy::RoundRobin(list) => {
                 let s = list[self.turn % list.len()];
@@ -1593,6 +1604,15 @@ impl Dataset {
         let io = |what: &'static str| move |e| Error::io(format!("committing: writing {what}"), e);
         self.storage.write_at(self.end, &w.buf).map_err(io("index pages"))?;
         self.end += w.buf.len() as u64;
+        // Slots with an identity record their length at this commit (SPEC.md 8.1).
+        for (s, end) in self.desc.slots.iter_mut().zip(&self.slot_ends) {
+            if let (Some(_), Some(end)) = (&s.id, end) {
+                if s.length != Some(*end) {
+                    s.length = Some(*end);
+                    self.desc_dirty = true;
+                }
+            }
+        }
         // 3. A changed descriptor goes to the body; the slot points at it.
         let (mut desc_offset, mut desc_len, mut desc_crc) = (self.commit.desc_offset, self.commit.desc_len, self.commit.desc_crc);
         let json = self.desc.to_bytes();
@@ -1682,6 +1702,10 @@ impl Dataset {
             self.desc = snap.desc;
             self.axes = snap.axes;
             self.vars = snap.vars;
+            // Slots added since the commit are forgotten (their files stay).
+            let n = self.desc.slots.len();
+            self.slot_files.lock().unwrap_or_else(std::sync::PoisonError::into_inner).truncate(n);
+            self.slot_ends.truncate(n);
         }
         Ok(())
     }

@@ -159,22 +159,9 @@ pub(crate) fn decode_page(b: &[u8], offset: u64, level: u8, expected_crc: Option
     if level == 0 {
         let mut v = Vec::with_capacity(count);
         for i in 0..count {
-            let e = &b[HEADER + i * LEAF_ENTRY..HEADER + (i + 1) * LEAF_ENTRY];
-            let key = Key::read(e);
+            let (key, entry) = read_leaf_entry(&b[HEADER + i * LEAF_ENTRY..HEADER + (i + 1) * LEAF_ENTRY])
+                .map_err(|k| bad(format!("entry {i} has unknown kind {k}")))?;
             check_order(key)?;
-            let entry = match e[36] {
-                KIND_STORED => Entry::Stored {
-                    codec: e[37],
-                    slot: get_u16(e, 38),
-                    offset: get_u64(e, 40),
-                    length: get_u32(e, 48),
-                    crc: get_u32(e, 52),
-                    hash: get_u64(e, 56),
-                },
-                KIND_CONSTANT => Entry::Constant { value: e[56..64].try_into().unwrap_or([0; 8]) },
-                KIND_FILL => Entry::Fill,
-                k => return Err(bad(format!("entry {i} has unknown kind {k}"))),
-            };
             v.push((key, entry));
         }
         Ok(Page::Leaf(v))
@@ -190,30 +177,53 @@ pub(crate) fn decode_page(b: &[u8], offset: u64, level: u8, expected_crc: Option
     }
 }
 
+/// Encodes one leaf entry into `e` (64 zeroed bytes).
+pub(crate) fn write_leaf_entry(key: &Key, entry: &Entry, e: &mut [u8]) {
+    key.write(e);
+    match *entry {
+        Entry::Stored { codec, slot, offset, length, crc, hash } => {
+            e[36] = KIND_STORED;
+            e[37] = codec;
+            put_u16(e, 38, slot);
+            put_u64(e, 40, offset);
+            put_u32(e, 48, length);
+            put_u32(e, 52, crc);
+            put_u64(e, 56, hash);
+        }
+        Entry::Constant { value } => {
+            e[36] = KIND_CONSTANT;
+            e[56..64].copy_from_slice(&value);
+        }
+        Entry::Fill => e[36] = KIND_FILL,
+    }
+}
+
+/// Decodes one leaf entry; the error is an unknown kind byte.
+pub(crate) fn read_leaf_entry(e: &[u8]) -> std::result::Result<(Key, Entry), u8> {
+    let key = Key::read(e);
+    let entry = match e[36] {
+        KIND_STORED => Entry::Stored {
+            codec: e[37],
+            slot: get_u16(e, 38),
+            offset: get_u64(e, 40),
+            length: get_u32(e, 48),
+            crc: get_u32(e, 52),
+            hash: get_u64(e, 56),
+        },
+        KIND_CONSTANT => Entry::Constant { value: e[56..64].try_into().unwrap_or([0; 8]) },
+        KIND_FILL => Entry::Fill,
+        k => return Err(k),
+    };
+    Ok((key, entry))
+}
+
 fn encode_leaf(entries: &[(Key, Entry)], page_size: usize) -> Vec<u8> {
     let mut b = vec![0u8; page_size];
     b[..4].copy_from_slice(MAGIC);
     b[4] = 0;
     put_u16(&mut b, 6, entries.len() as u16);
     for (i, (key, entry)) in entries.iter().enumerate() {
-        let e = &mut b[HEADER + i * LEAF_ENTRY..HEADER + (i + 1) * LEAF_ENTRY];
-        key.write(e);
-        match *entry {
-            Entry::Stored { codec, slot, offset, length, crc, hash } => {
-                e[36] = KIND_STORED;
-                e[37] = codec;
-                put_u16(e, 38, slot);
-                put_u64(e, 40, offset);
-                put_u32(e, 48, length);
-                put_u32(e, 52, crc);
-                put_u64(e, 56, hash);
-            }
-            Entry::Constant { value } => {
-                e[36] = KIND_CONSTANT;
-                e[56..64].copy_from_slice(&value);
-            }
-            Entry::Fill => e[36] = KIND_FILL,
-        }
+        write_leaf_entry(key, entry, &mut b[HEADER + i * LEAF_ENTRY..HEADER + (i + 1) * LEAF_ENTRY]);
     }
     seal(&mut b);
     b

@@ -498,6 +498,12 @@ pub(crate) struct PartitioningJson {
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub(crate) struct SlotJson {
     pub name: String,
+    /// The slot file's identity (format 1.2): 16 hex digits, also in its header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The slot file's length at the last commit that wrote to it (format 1.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub length: Option<u64>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -1190,6 +1196,14 @@ impl DescriptorJson {
             }
             if self.slots[..i].iter().any(|t| t.name == s.name) {
                 return Err(format!("external-file slot {:?} is listed twice", s.name).into());
+            }
+            if let Some(id) = &s.id {
+                if id.len() != 16 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(format!("external-file slot {:?}: id {id:?} is not 16 hex digits", s.name).into());
+                }
+            }
+            if s.id.is_none() && s.length.is_some() {
+                return Err(format!("external-file slot {:?} has a length but no id", s.name).into());
             }
         }
         if self.slots.len() > usize::from(u16::MAX) {

@@ -51,7 +51,14 @@ fn the_example_descriptor_and_its_first_commit_slot_are_what_the_library_writes(
     let want = want.trim_end();
     let h = head_len(&bytes);
     let line2 = std::str::from_utf8(&bytes[8..h - 1]).unwrap().trim_end();
-    assert_eq!(line2, want, "SPEC.md 3.6 shows a different descriptor than the library writes");
+    // The slot's id is random (SPEC.md 8.1): the file's header holds the same
+    // one, and the example shows another; everything else is byte for byte.
+    let slot_file = std::fs::read(dir.path("survey.vdx")).unwrap();
+    assert_eq!((slot_file.len(), &slot_file[..8]), (32, &b"VDSXSLOT"[..]));
+    let id = format!("{:016x}", u64::from_le_bytes(slot_file[8..16].try_into().unwrap()));
+    let example_id = want.split("\"slots\"").nth(1).unwrap().split("\"id\":\"").nth(1).unwrap().split('"').next().unwrap();
+    assert!(line2.contains(&format!("\"id\":\"{id}\"")), "{line2}");
+    assert_eq!(line2.replace(&id, example_id), want, "SPEC.md 3.6 shows a different descriptor than the library writes");
     let stated = format!("({} bytes, CRC32 0x{:08X})", want.len(), crc32(want.as_bytes()));
     assert!(
         spec.replace('\n', " ").contains(&format!("one line, {} bytes, CRC32 0x{:08X}", want.len(), crc32(want.as_bytes()))),
@@ -70,6 +77,12 @@ fn the_example_descriptor_and_its_first_commit_slot_are_what_the_library_writes(
             expected[off + i] = u8::from_str_radix(b, 16).unwrap();
         }
     }
-    assert_eq!(&bytes[4608..5120], &expected[..], "SPEC.md section 4's slot dump differs from commit 1 as written");
+    // Bytes 56..60 (the descriptor's CRC32) and 508..512 (the slot's) depend on the slot id.
+    let mut written = bytes[4608..5120].to_vec();
+    assert_eq!(u32::from_le_bytes(written[56..60].try_into().unwrap()), crc32(line2.as_bytes()));
+    written[56..60].copy_from_slice(&expected[56..60]);
+    written[508..512].copy_from_slice(&expected[508..512]);
+    assert_eq!(&written[..], &expected[..], "SPEC.md section 4's slot dump differs from commit 1 as written");
+    assert_eq!(u32::from_le_bytes(expected[508..512].try_into().unwrap()), crc32(&expected[..508]), "the dump's own slot CRC32");
     assert!(bytes[4096..4608].iter().all(|&b| b == 0), "slot 0 of a new file is zeros");
 }

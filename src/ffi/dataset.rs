@@ -95,6 +95,8 @@ pub enum vds_slot_policy {
     VDS_SLOTS_ROUND_ROBIN = 1,
     /// Fill each of `slots` up to `max_bytes`, in order; the last takes the rest.
     VDS_SLOTS_BY_SIZE = 2,
+    /// Chunks of variable i into `slots[i]` (variables past `nslots` into the container).
+    VDS_SLOTS_BY_VARIABLE = 3,
 }
 
 /// One axis, as returned by `vds_get_axis_info`.
@@ -646,6 +648,7 @@ pub unsafe extern "C" fn vds_set_slot_policy(
             0 => SlotPolicy::Fixed(slots[0]),
             1 => SlotPolicy::RoundRobin(slots),
             2 => SlotPolicy::BySize { slots, max_bytes },
+            3 => SlotPolicy::ByVariable(slots),
             _ => return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("{policy} is not a vds_slot_policy")),
         };
         dataset(ds)?.write()?.set_slot_policy(p)?;

@@ -1,4 +1,5 @@
-//! Growable axes through the C ABI (SPEC.md 3.10).
+//! Growth and scale-out through the C ABI: growable axes (SPEC.md 3.10)
+//! and external-file slots added to an open container (8.1).
 
 use super::builder::builder;
 use super::dataset::{check_dtype, dataset, order_from_c};
@@ -115,6 +116,31 @@ pub unsafe extern "C" fn vds_append(
             let k = d.variables()[var].axes().iter().position(|&a| d.axes()[a].name() == axis).unwrap_or(0);
             // SAFETY: the caller promises a writable output or NULL.
             unsafe { out(out_start, region.start()[k], "out_start")? };
+        }
+        Ok(())
+    })
+}
+
+/// Adds an external-file slot to an open container: creates the file
+/// `name` (relative to the container's directory; it must not exist) with
+/// a slot header and a new random id, and stores the slot's number in
+/// `*out_slot` (may be NULL) for `vds_set_slot_policy`. The slot belongs to
+/// the container from the next commit.
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+/// `VDS_ERR_INVALID_ARGUMENT` (not a confined relative path, a name already
+/// used, the container itself), `VDS_ERR_ALREADY_EXISTS`, `VDS_ERR_IO`,
+/// `VDS_ERR_READ_ONLY`, `VDS_ERR_POISONED`.
+#[no_mangle]
+pub unsafe extern "C" fn vds_add_external_slot(ds: *mut vds_dataset, name: *const c_char, out_slot: *mut u16) -> vds_status {
+    ffi_boundary!("vds_add_external_slot", {
+        // SAFETY: the caller promises a NUL-terminated string.
+        let name = unsafe { arg_str(name, "name")? };
+        let obj = dataset(ds)?;
+        let slot = obj.write()?.add_external_slot(name)?;
+        if !out_slot.is_null() {
+            // SAFETY: the caller promises a writable output or NULL.
+            unsafe { out(out_slot, slot, "out_slot")? };
         }
         Ok(())
     })
