@@ -910,6 +910,49 @@ static void test_growth(void) {
     OK(vds_close(ds));
 }
 
+/* Fragments: two writers each seal their half, one merge adopts both. */
+static void test_fragments(void) {
+    vds_builder *b = NULL;
+    vds_dataset *ds = NULL, *f = NULL;
+    const char *axes[1] = {"x"};
+    const char *names[3] = {"f0.frag", "f1.frag", "never.frag"};
+    uint64_t chunk[1] = {4}, start[1] = {0}, shape[1] = {4};
+    int32_t half[4], back[8];
+    size_t merged = 9, skipped = 9;
+    int i, w, ok_all = 1;
+    FILE *unsealed;
+    OK(vds_builder_new(&b));
+    OK(vds_builder_add_axis(b, "x", 8, NULL, 0.0, 7.0));
+    OK(vds_builder_add_variable(b, "v", VDS_INT32, axes, 1, chunk));
+    OK(vds_builder_set_overwrite(b, true));
+    OK(vds_builder_create(b, path_in("frag.vds"), &ds));
+    OK(vds_builder_free(b));
+    OK(vds_close(ds));
+    for (w = 0; w < 2; w++) {
+        OK(vds_fragment_create(path_in("frag.vds"), names[w], &f));
+        for (i = 0; i < 4; i++) half[i] = w * 100 + i;
+        start[0] = (uint64_t)(4 * w);
+        OK(vds_write(f, 0, VDS_INT32, start, shape, NULL, 1, VDS_ORDER_C, (const uint8_t *)half, sizeof half));
+        EXPECT(vds_set_attribute(f, NULL, "k", "1"), VDS_ERR_INVALID_ARGUMENT, "fragment carries data only");
+        OK(vds_close(f));
+    }
+    EXPECT(vds_fragment_create(path_in("frag.vds"), "f0.frag", &f), VDS_ERR_ALREADY_EXISTS, "f0.frag");
+    EXPECT(vds_fragment_create(path_in("frag.vds"), "f2.frag", NULL), VDS_ERR_NULL_POINTER, "out_dataset");
+    /* A writer that never sealed. */
+    unsealed = fopen(path_in("never.frag"), "wb");
+    if (unsealed) fclose(unsealed);
+    OK(vds_open(path_in("frag.vds"), VDS_OPEN_WRITE, &ds));
+    EXPECT(vds_merge_fragments(ds, NULL, 2, NULL, NULL), VDS_ERR_NULL_POINTER, "names");
+    OK(vds_merge_fragments(ds, names, 3, &merged, &skipped));
+    CHECK(merged == 2 && skipped == 1);
+    start[0] = 0;
+    shape[0] = 8;
+    OK(vds_read(ds, 0, VDS_INT32, start, shape, NULL, 1, VDS_ORDER_C, (uint8_t *)back, sizeof back));
+    for (i = 0; i < 8; i++) ok_all &= back[i] == (i / 4) * 100 + i % 4;
+    CHECK(ok_all);
+    OK(vds_close(ds));
+}
+
 int main(int argc, char **argv) {
     vds_dataset *ds;
     char path[1200];
@@ -938,6 +981,7 @@ int main(int argc, char **argv) {
     test_mask();
     test_margins();
     test_growth();
+    test_fragments();
 
     if (failures) {
         fprintf(stderr, "vds C test: %d of %d checks failed\n", failures, checks);

@@ -1011,6 +1011,45 @@ vds_status vds_append(struct vds_dataset *ds,
 vds_status vds_add_external_slot(struct vds_dataset *ds, const char *name, uint16_t *out_slot);
 
 /**
+ * Opens the container at `path` (read-only, without its writer lock) to
+ * write a fragment: a new file `name` beside it. Writes through
+ * `*out_dataset` go to the fragment, starting from the container's
+ * committed contents; `vds_commit` or `vds_close` seals it. Many
+ * processes may each write their own fragment at once; give each whole
+ * chunks. Descriptor changes (attributes, resizing, slots) are refused.
+ * `vds_merge_fragments` adopts sealed fragments into the container.
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_INVALID_ARGUMENT`
+ * (not a confined relative name), `VDS_ERR_ALREADY_EXISTS`, and the
+ * errors of `vds_open`.
+ */
+vds_status vds_fragment_create(const char *path,
+                               const char *name,
+                               struct vds_dataset **out_dataset);
+
+/**
+ * Adopts the sealed fragments `names[0..count]` (files beside the
+ * container) into the container open for writing in `ds`, in one atomic
+ * commit: each becomes an external-file slot, and levels of detail and
+ * partitionings of the regions they wrote are brought up to date.
+ * Fragments never sealed (a crashed writer's) or merged before are
+ * skipped. `*out_merged` and `*out_skipped` (either may be NULL) receive
+ * the counts. When two fragments hold the same chunk, or one was written
+ * for a container with other variables, nothing is merged and the error
+ * names them.
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+ * `VDS_ERR_INVALID_ARGUMENT` (uncommitted changes, overlapping or foreign
+ * fragments, bad names), `VDS_ERR_CORRUPT`, `VDS_ERR_NOT_FOUND`,
+ * `VDS_ERR_IO`, `VDS_ERR_READ_ONLY`, `VDS_ERR_POISONED`.
+ */
+vds_status vds_merge_fragments(struct vds_dataset *ds,
+                               const char *const *names,
+                               size_t count,
+                               size_t *out_merged,
+                               size_t *out_skipped);
+
+/**
  * Keeps `levels` levels of detail of variable `var` (1 to 16; level 0 is
  * the data): level k halves each of the `naxes` axes named in `axes`
  * (`naxes` 0 and `axes` NULL: every axis) k times, ceil(n / 2^k) samples.

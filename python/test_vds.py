@@ -79,4 +79,32 @@ except vds.VdsError as e:
     assert e.status == 2 and "missing.vds" in str(e)
     checks += 1
 
+# Growth: a growable axis appended to, then resized.
+path = os.path.join(d, "grow.vds")
+with vds.create(path, axes=[("t", 1), ("s", 3)], variables=[("v", "int32", ["t", "s"], [2, 3], None)], growable=["t"]) as ds:
+    ds.write("v", np.array([[1, 2, 3]], np.int32))
+    assert ds.append("v", "t", np.arange(6, dtype=np.int32).reshape(2, 3)) == 1
+with vds.open(path, write=True) as ds:
+    assert np.array_equal(ds.read("v"), np.array([[1, 2, 3], [0, 1, 2], [3, 4, 5]], np.int32))
+    ds.resize_axis("t", 2)
+    assert ds.add_external_slot("grow.vdx") == 1
+with vds.open(path) as ds:
+    assert ds.read("v").shape == (2, 3)
+    checks += 2
+
+# Parallel writers: four processes write fragments through multiprocessing, one merge adopts them.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import parallel_write  # noqa: E402
+
+assert parallel_write.main(os.path.join(d, "parallel.vds"), 4) == 0
+with vds.open(os.path.join(d, "parallel.vds")) as ds:
+    assert np.array_equal(ds.read("amplitude"), parallel_write.reference())
+    checks += 1
+try:
+    vds.fragment(os.path.join(d, "parallel.vds"), "parallel.vds.part0")
+    raise AssertionError
+except vds.VdsError as e:
+    assert e.status == 3 and "part0" in str(e)  # already exists
+    checks += 1
+
 print(f"python binding: all {checks} checks passed (libvds {vds.version()}, numpy {np.__version__})")

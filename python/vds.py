@@ -59,6 +59,12 @@ _sig = {
     "vds_set_attribute": ([C.c_void_p, C.c_char_p, C.c_char_p, C.c_char_p], C.c_int32),
     "vds_read": ([C.c_void_p, C.c_size_t, C.c_int32, _u64p, _u64p, _u64p, C.c_size_t, C.c_int32, C.c_void_p, C.c_size_t], C.c_int32),
     "vds_write": ([C.c_void_p, C.c_size_t, C.c_int32, _u64p, _u64p, _u64p, C.c_size_t, C.c_int32, C.c_void_p, C.c_size_t], C.c_int32),
+    "vds_builder_set_axis_growable": ([C.c_void_p, C.c_char_p, C.c_uint64], C.c_int32),
+    "vds_resize_axis": ([C.c_void_p, C.c_char_p, C.c_uint64], C.c_int32),
+    "vds_append": ([C.c_void_p, C.c_size_t, C.c_int32, C.c_char_p, C.c_int32, C.c_void_p, C.c_size_t, _u64p], C.c_int32),
+    "vds_add_external_slot": ([C.c_void_p, C.c_char_p, C.POINTER(C.c_uint16)], C.c_int32),
+    "vds_fragment_create": ([C.c_char_p, C.c_char_p, C.POINTER(C.c_void_p)], C.c_int32),
+    "vds_merge_fragments": ([C.c_void_p, C.POINTER(C.c_char_p), C.c_size_t, C.POINTER(C.c_size_t), C.POINTER(C.c_size_t)], C.c_int32),
 }
 for _name, (_args, _ret) in _sig.items():
     _f = getattr(_lib, _name)
@@ -182,6 +188,41 @@ class Dataset:
                               a.ctypes.data, a.nbytes))
 
 
+    def resize_axis(self, axis, samples):
+        """Changes the number of samples of a growable axis (at the next commit)."""
+        _check(_lib.vds_resize_axis(self._h, axis.encode(), samples))
+
+    def append(self, var, axis, array):
+        """Grows `axis` by the samples in `array` and writes them at its end; returns the first new index."""
+        i = self._index(var)
+        a = np.ascontiguousarray(array)
+        code = DTYPES.index(a.dtype.name) if a.dtype.name in DTYPES else -1
+        start = C.c_uint64()
+        _check(_lib.vds_append(self._h, i, code, axis.encode(), 0, a.ctypes.data, a.nbytes, C.byref(start)))
+        return start.value
+
+    def add_external_slot(self, name):
+        """Adds an external-file slot (a new file beside the container); returns its number."""
+        slot = C.c_uint16()
+        _check(_lib.vds_add_external_slot(self._h, name.encode(), C.byref(slot)))
+        return slot.value
+
+    def merge_fragments(self, names):
+        """Adopts sealed fragments into the container in one commit; returns (merged, skipped) counts."""
+        arr = (C.c_char_p * len(names))(*[n.encode() for n in names])
+        merged, skipped = C.c_size_t(), C.c_size_t()
+        _check(_lib.vds_merge_fragments(self._h, arr, len(names), C.byref(merged), C.byref(skipped)))
+        return merged.value, skipped.value
+
+
+def fragment(path, name):
+    """Opens the container at `path` to write the fragment `name` beside it (one per worker process);
+    closing it seals the fragment for Dataset.merge_fragments."""
+    h = C.c_void_p()
+    _check(_lib.vds_fragment_create(os.fspath(path).encode(), name.encode(), C.byref(h)))
+    return Dataset(h.value)
+
+
 def open(path, write=False, sync=True):  # noqa: A001 - mirrors io.open
     """Opens a container read-only (or for writing)."""
     h = C.c_void_p()
@@ -190,14 +231,16 @@ def open(path, write=False, sync=True):  # noqa: A001 - mirrors io.open
     return Dataset(h.value)
 
 
-def create(path, axes, variables, attributes=None, overwrite=False, sync=True):
+def create(path, axes, variables, attributes=None, overwrite=False, sync=True, growable=()):
     """Creates a container. axes: [(name, samples)]; variables: [(name, dtype, axis names, chunk or None, codec or None)]
-    where codec is None, "deflate" or ("deflate", level)."""
+    where codec is None, "deflate" or ("deflate", level); growable: names of axes that may be resized later."""
     b = C.c_void_p()
     _check(_lib.vds_builder_new(C.byref(b)))
     try:
         for name, n in axes:
             _check(_lib.vds_builder_add_axis(b, name.encode(), n, None, 0.0, float(n - 1)))
+            if name in growable:
+                _check(_lib.vds_builder_set_axis_growable(b, name.encode(), 0))
         for name, dtype, ax, chunk, codec in variables:
             names = (C.c_char_p * len(ax))(*[a.encode() for a in ax])
             _check(_lib.vds_builder_add_variable(b, name.encode(), DTYPES.index(np.dtype(dtype).name), names, len(ax),

@@ -20,11 +20,13 @@ use std::fs::{File, OpenOptions as FsOpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+mod fragments;
 mod growth;
 mod layers;
 mod maintenance;
 mod quant;
 mod slots;
+pub use fragments::MergeReport;
 pub use maintenance::{CompactReport, Recovery, Space, VerifyReport};
 
 /// When commits reach the disk.
@@ -618,6 +620,8 @@ pub struct Dataset {
     dedup_enabled: bool,
     /// Stored chunks by (XXH64, length, codec byte), built on the first write.
     dedup: Option<HashMap<(u64, u32, u8), Entry>>,
+    /// Set when this handle writes a fragment instead of the container.
+    fragment: Option<Box<fragments::Fragment>>,
 }
 
 /// The default of [`Dataset::set_cache_size`]: 64 MiB.
@@ -736,6 +740,7 @@ impl Dataset {
             bytes_read: std::sync::atomic::AtomicU64::new(0),
             dedup_enabled: true,
             dedup: None,
+            fragment: None,
         }
     }
 
@@ -816,6 +821,7 @@ impl Dataset {
     /// `ReadOnly`, `InvalidArgument` for a bad key or a descriptor grown beyond its limit.
     pub fn set_attribute(&mut self, key: &str, value: Option<Value>) -> Result<()> {
         self.check_writable()?;
+        self.check_not_fragment()?;
         check_name("attribute", key).map_err(invalid)?;
         let old = match value {
             Some(v) => self.desc.attributes.insert(key.into(), v),
@@ -833,6 +839,7 @@ impl Dataset {
     /// As [`Dataset::set_attribute`], and `NotFound`.
     pub fn set_variable_attribute(&mut self, var: impl VarRef, key: &str, value: Option<Value>) -> Result<()> {
         self.check_writable()?;
+        self.check_not_fragment()?;
         let v = var.index_in(self)?;
         check_name("attribute", key).map_err(invalid)?;
         let attrs = &mut self.desc.variables[v].attributes;
@@ -866,6 +873,7 @@ impl Dataset {
     /// # Errors
     /// `InvalidArgument` when the policy names a slot the dataset does not have.
     pub fn set_slot_policy(&mut self, policy: SlotPolicy) -> Result<()> {
+        self.check_not_fragment()?;
         let slots: &[u16] = match &policy {
             SlotPolicy::Fixed(s) => std::slice::from_ref(s),
             SlotPolicy::RoundRobin(s) | SlotPolicy::BySize { slots: s, .. } | SlotPolicy::ByVariable(s) => s,
@@ -1144,6 +1152,13 @@ impl Dataset {
         missing: Option<&[u8]>,
     ) -> Result<()> {
         self.check_writable()?;
+        if self.fragment.is_some() && self.vars[v].margin != [0, 0] {
+            // Margins copy neighbours' samples: writers of adjacent regions would collide.
+            return Err(invalid(format!(
+                "variable {:?} has margins: write it in the container, not through a fragment",
+                self.vars[v].name
+            )));
+        }
         if let Some(m) = missing {
             let Some(mask) = self.vars[v].masks.first() else {
                 return Err(invalid(format!("variable {:?} keeps no missing-value mask", self.vars[v].name)));
@@ -1575,6 +1590,14 @@ impl Dataset {
     /// further writes (`Poisoned`); the file stays at its last commit.
     pub fn commit(&mut self) -> Result<()> {
         self.check_writable()?;
+        if self.fragment.is_some() {
+            // A fragment's layers are computed by the merge, from the regions its seal lists.
+            let result = self.seal_fragment();
+            if result.is_err() {
+                self.poisoned = true;
+            }
+            return result;
+        }
         self.update_layers()?;
         if self.pending.is_empty() && !self.desc_dirty {
             return Ok(());

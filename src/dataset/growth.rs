@@ -28,6 +28,7 @@ impl Dataset {
     /// errors of [`Dataset::write`] from rewriting the edge chunks.
     pub fn resize_axis(&mut self, axis: &str, samples: u64) -> Result<()> {
         self.check_writable()?;
+        self.check_not_fragment()?;
         let k = self
             .axes
             .iter()

@@ -309,6 +309,7 @@ impl Dataset {
     /// verify and recover first), `Io`.
     pub fn compact(&mut self) -> Result<CompactReport> {
         self.check_writable()?;
+        self.check_not_fragment()?;
         if !self.pending.is_empty() || self.desc_dirty {
             return Err(invalid("commit before compacting: there are uncommitted changes"));
         }

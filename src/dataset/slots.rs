@@ -13,8 +13,10 @@ use std::path::Path;
 /// Length of the header of a slot file with an identity; its chunks follow.
 pub(crate) const SLOT_HEADER: u64 = 32;
 const SLOT_MAGIC: &[u8; 8] = b"VDSXSLOT";
-/// The kind of file a header announces: a slot of a container.
+/// The kinds of file a header announces: a slot of a container, or a
+/// fragment written beside it (section 11).
 pub(crate) const KIND_SLOT: u32 = 0;
+pub(crate) const KIND_FRAGMENT: u32 = 1;
 
 /// A slot file's header: magic, id, kind, reserved, CRC32 of bytes 0..28.
 pub(crate) fn slot_header(id: u64, kind: u32) -> [u8; SLOT_HEADER as usize] {
@@ -122,6 +124,7 @@ impl Dataset {
     /// the file; `OutOfRange` past 65535 slots; `ReadOnly`, `Poisoned`.
     pub fn add_external_slot(&mut self, name: &str) -> Result<u16> {
         self.check_writable()?;
+        self.check_not_fragment()?;
         check_slot_name(name).map_err(invalid)?;
         if self.desc.slots.iter().any(|s| s.name == name) {
             return Err(invalid(format!("slot name {name:?} is already used")));

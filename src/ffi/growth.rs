@@ -1,10 +1,12 @@
 //! Growth and scale-out through the C ABI: growable axes (SPEC.md 3.10)
-//! and external-file slots added to an open container (8.1).
+//! and external-file slots added to an open container (8.1), fragments
+//! written by parallel processes and their merge (11).
 
 use super::builder::builder;
-use super::dataset::{check_dtype, dataset, order_from_c};
-use super::{arg_slice, arg_str, fail, ffi_boundary, out, vds_dataset, vds_status};
+use super::dataset::{check_dtype, dataset, order_from_c, DatasetObj};
+use super::{arg_slice, arg_str, fail, ffi_boundary, out, register, vds_dataset, vds_status, Object};
 use std::ffi::c_char;
+use std::sync::Arc;
 
 /// Makes the builder's axis `name` growable, up to `max_samples` samples
 /// (0: no limit but the format's), so that `vds_resize_axis` and
@@ -141,6 +143,77 @@ pub unsafe extern "C" fn vds_add_external_slot(ds: *mut vds_dataset, name: *cons
         if !out_slot.is_null() {
             // SAFETY: the caller promises a writable output or NULL.
             unsafe { out(out_slot, slot, "out_slot")? };
+        }
+        Ok(())
+    })
+}
+
+/// Opens the container at `path` (read-only, without its writer lock) to
+/// write a fragment: a new file `name` beside it. Writes through
+/// `*out_dataset` go to the fragment, starting from the container's
+/// committed contents; `vds_commit` or `vds_close` seals it. Many
+/// processes may each write their own fragment at once; give each whole
+/// chunks. Descriptor changes (attributes, resizing, slots) are refused.
+/// `vds_merge_fragments` adopts sealed fragments into the container.
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_INVALID_ARGUMENT`
+/// (not a confined relative name), `VDS_ERR_ALREADY_EXISTS`, and the
+/// errors of `vds_open`.
+#[no_mangle]
+pub unsafe extern "C" fn vds_fragment_create(path: *const c_char, name: *const c_char, out_dataset: *mut *mut vds_dataset) -> vds_status {
+    ffi_boundary!("vds_fragment_create", {
+        // SAFETY: the caller promises NUL-terminated strings.
+        let (path, name) = unsafe { (arg_str(path, "path")?, arg_str(name, "name")?) };
+        if out_dataset.is_null() {
+            return fail(vds_status::VDS_ERR_NULL_POINTER, "out_dataset is NULL");
+        }
+        let ds = crate::Dataset::create_fragment(path, name)?;
+        let id = register(Object::Dataset(Arc::new(DatasetObj::new(ds))))?;
+        // SAFETY: checked non-NULL above.
+        unsafe { out(out_dataset, id as *mut vds_dataset, "out_dataset") }
+    })
+}
+
+/// Adopts the sealed fragments `names[0..count]` (files beside the
+/// container) into the container open for writing in `ds`, in one atomic
+/// commit: each becomes an external-file slot, and levels of detail and
+/// partitionings of the regions they wrote are brought up to date.
+/// Fragments never sealed (a crashed writer's) or merged before are
+/// skipped. `*out_merged` and `*out_skipped` (either may be NULL) receive
+/// the counts. When two fragments hold the same chunk, or one was written
+/// for a container with other variables, nothing is merged and the error
+/// names them.
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+/// `VDS_ERR_INVALID_ARGUMENT` (uncommitted changes, overlapping or foreign
+/// fragments, bad names), `VDS_ERR_CORRUPT`, `VDS_ERR_NOT_FOUND`,
+/// `VDS_ERR_IO`, `VDS_ERR_READ_ONLY`, `VDS_ERR_POISONED`.
+#[no_mangle]
+pub unsafe extern "C" fn vds_merge_fragments(
+    ds: *mut vds_dataset,
+    names: *const *const c_char,
+    count: usize,
+    out_merged: *mut usize,
+    out_skipped: *mut usize,
+) -> vds_status {
+    ffi_boundary!("vds_merge_fragments", {
+        // SAFETY: the caller promises `count` pointers at `names`.
+        let ptrs = unsafe { arg_slice(names, count, 1 << 20, "names")? };
+        let mut list = Vec::with_capacity(ptrs.len());
+        for (i, &p) in ptrs.iter().enumerate() {
+            // SAFETY: each pointer is a NUL-terminated string, as promised.
+            list.push(unsafe { arg_str(p, &format!("names[{i}]"))? });
+        }
+        let obj = dataset(ds)?;
+        let report = obj.write()?.merge_fragments(&list)?;
+        // SAFETY: the caller promises writable outputs or NULL.
+        unsafe {
+            if !out_merged.is_null() {
+                out(out_merged, report.merged.len(), "out_merged")?;
+            }
+            if !out_skipped.is_null() {
+                out(out_skipped, report.skipped.len(), "out_skipped")?;
+            }
         }
         Ok(())
     })
