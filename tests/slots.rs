@@ -139,3 +139,31 @@ fn swapped_truncated_and_foreign_slot_files_are_named() {
     let report = Dataset::open(&path).unwrap().verify().unwrap();
     assert!(report.problems.iter().any(|p| p.to_string().contains("belongs to another container or slot")), "{:?}", report.problems);
 }
+
+#[test]
+fn compaction_folds_external_slots_back_into_the_container() {
+    let dir = Scratch::new("slots-fold");
+    let (path, a, b) = create(&dir);
+    // Rewrite part of a so that some external chunks are dead.
+    let mut ds = Dataset::open_rw(&path).unwrap();
+    ds.set_slot_policy(SlotPolicy::Fixed(2)).unwrap();
+    ds.write("a", &Region::new(&[0, 0], &[8, 8]).unwrap(), Order::C, &[0.5f32; 64]).unwrap();
+    ds.commit().unwrap();
+    let report = ds.compact_folding_slots().unwrap();
+    assert_eq!(report.folded_slots, ["s1.vdx", "sub/s2.vdx", "s3.vdx"]);
+    assert!(ds.external_slots().is_empty());
+    drop(ds);
+    for f in ["s1.vdx", "sub/s2.vdx", "s3.vdx"] {
+        std::fs::remove_file(dir.path(f)).unwrap();
+    }
+    let (mut ga, gb) = read_all(&path).unwrap();
+    assert_eq!(gb, b);
+    assert!(ga.iter().take(8).all(|&x| x == 0.5));
+    for i in 0..8 {
+        ga[i * 30..i * 30 + 8].copy_from_slice(&a[i * 30..i * 30 + 8]);
+    }
+    assert_eq!(ga, a);
+    let ds = Dataset::open(&path).unwrap();
+    assert!(ds.verify().unwrap().is_ok());
+    assert_eq!(ds.space().unwrap().reclaimable_bytes, 0);
+}

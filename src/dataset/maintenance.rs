@@ -82,6 +82,9 @@ pub struct CompactReport {
     pub before_bytes: u64,
     /// Container length after.
     pub after_bytes: u64,
+    /// External-file slots folded into the container
+    /// ([`Dataset::compact_folding_slots`]); their files are no longer used.
+    pub folded_slots: Vec<String>,
 }
 
 /// Most problems collected before verification stops listing them.
@@ -308,6 +311,23 @@ impl Dataset {
     /// container on disk), `Corrupt` (a chunk or page fails its check: run
     /// verify and recover first), `Io`.
     pub fn compact(&mut self) -> Result<CompactReport> {
+        self.compact_inner(false)
+    }
+
+    /// [`Dataset::compact`], also folding every external-file slot back into
+    /// the container: their live chunks are copied into the new body and the
+    /// new descriptor lists no slots. The slot files are left on disk,
+    /// unreferenced, for the caller to delete (their names are in the
+    /// report). Crash-safe in the same way: until the rename, the old
+    /// container and its slots are whole.
+    ///
+    /// # Errors
+    /// As [`Dataset::compact`], and as reading from the slots.
+    pub fn compact_folding_slots(&mut self) -> Result<CompactReport> {
+        self.compact_inner(true)
+    }
+
+    fn compact_inner(&mut self, fold: bool) -> Result<CompactReport> {
         self.check_writable()?;
         self.check_not_fragment()?;
         if !self.pending.is_empty() || self.desc_dirty {
@@ -328,7 +348,7 @@ impl Dataset {
             .map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
         lock(&file, &tmp)?;
         let storage: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
-        let result = self.copy_into(storage, &tmp);
+        let result = self.copy_into(storage, &tmp, fold);
         let mut new = match result {
             Ok(d) => d,
             Err(e) => {
@@ -349,45 +369,57 @@ impl Dataset {
         new.memory_limit = self.memory_limit;
         new.allow_external_paths = self.allow_external_paths;
         new.dedup_enabled = self.dedup_enabled;
-        // External files opened by this handle stay valid for the new one.
-        new.slot_files = std::mem::take(&mut self.slot_files);
-        new.slot_ends = std::mem::take(&mut self.slot_ends);
+        let folded: Vec<String> = if fold { self.desc.slots.iter().map(|s| s.name.clone()).collect() } else { Vec::new() };
+        if !fold {
+            // External files opened by this handle stay valid for the new one.
+            new.slot_files = std::mem::take(&mut self.slot_files);
+            new.slot_ends = std::mem::take(&mut self.slot_ends);
+        }
         let after = new.commit.file_len;
         *self = new;
-        Ok(CompactReport { before_bytes: before, after_bytes: after })
+        Ok(CompactReport { before_bytes: before, after_bytes: after, folded_slots: folded })
     }
 
     /// Writes a new container into `storage` holding this commit's contents.
-    fn copy_into(&self, storage: Arc<dyn Storage>, tmp: &Path) -> Result<Dataset> {
-        let mut new = Dataset::initialize(storage, Some(tmp.to_path_buf()), self.desc.clone(), self.durability, false)?;
+    fn copy_into(&self, storage: Arc<dyn Storage>, tmp: &Path, fold: bool) -> Result<Dataset> {
+        let mut desc = self.desc.clone();
+        if fold {
+            desc.slots.clear();
+        }
+        let mut new = Dataset::initialize(storage, Some(tmp.to_path_buf()), desc, self.durability, false)?;
         let mut entries = Vec::new();
         self.reader.for_each(&*self.storage, self.commit.root, &mut |k, e| {
             entries.push((*k, *e));
             Ok(())
         })?;
         // A chunk shared by several entries is copied once and stays shared.
-        let mut moved: std::collections::HashMap<(u64, u32, u32), u64> = std::collections::HashMap::new();
+        let mut moved: std::collections::HashMap<(u16, u64, u32, u32), u64> = std::collections::HashMap::new();
         for (key, entry) in entries {
             let entry = match entry {
-                Entry::Stored { codec: cb, slot: 0, offset, length, crc, hash } => {
-                    let at = match moved.get(&(offset, length, crc)) {
+                Entry::Stored { codec: cb, slot, offset, length, crc, hash } if slot == 0 || fold => {
+                    let at = match moved.get(&(slot, offset, length, crc)) {
                         Some(&at) => at,
                         None => {
-                            self.check_stored_range(&*self.storage, 0, offset, length)?.map_err(|e| {
-                                Error::corrupt("chunk", 0, offset, format!("{e}; run verify and recover before compacting"))
+                            let from = self.slot_storage(slot)?;
+                            self.check_stored_range(&*from, slot, offset, length)?.map_err(|e| {
+                                Error::corrupt("chunk", slot, offset, format!("{e}; run verify and recover before compacting"))
                             })?;
                             let mut bytes = Vec::new();
                             self.reserve(&mut bytes, length as usize, "a chunk being compacted")?;
-                            self.storage
-                                .read_at(offset, &mut bytes)
-                                .map_err(|e| Error::io(format!("reading a chunk at offset {offset:#x}"), e))?;
+                            from.read_at(offset, &mut bytes)
+                                .map_err(|e| Error::io(format!("reading a chunk at offset {offset:#x} of file slot {slot}"), e))?;
                             if crate::wire::crc32(&bytes) != crc {
-                                return Err(Error::corrupt("chunk", 0, offset, "CRC32 mismatch; run verify and recover before compacting"));
+                                return Err(Error::corrupt(
+                                    "chunk",
+                                    slot,
+                                    offset,
+                                    "CRC32 mismatch; run verify and recover before compacting",
+                                ));
                             }
                             let at = new.end;
                             new.storage.write_at(at, &bytes).map_err(|e| Error::io("compacting: writing a chunk", e))?;
                             new.end += u64::from(length);
-                            moved.insert((offset, length, crc), at);
+                            moved.insert((slot, offset, length, crc), at);
                             at
                         }
                     };
