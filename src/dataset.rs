@@ -1305,7 +1305,12 @@ impl Dataset {
 
     /// The whole current contents of a chunk, in memory form.
     fn load_chunk(&self, var: &Variable, coords: &[u64], buf: &mut Vec<u8>) -> Result<()> {
-        match self.entry(&chunk_key(var, coords))? {
+        self.load_entry(var, coords, self.entry(&chunk_key(var, coords))?, buf)
+    }
+
+    /// The whole contents of a chunk whose entry is `entry`, in memory form.
+    fn load_entry(&self, var: &Variable, coords: &[u64], entry: Option<Entry>, buf: &mut Vec<u8>) -> Result<()> {
+        match entry {
             None | Some(Entry::Fill) => fill_chunk(var, &var.fill, buf),
             Some(Entry::Constant { value }) => fill_chunk(var, &constant_native(var, &value, coords)?, buf),
             Some(e @ Entry::Stored { .. }) => self.load_stored(var, coords, e, buf)?,

@@ -156,11 +156,12 @@ impl Dataset {
         self.reserve(&mut fill, layer.chunk_elems * esize, "a chunk of fill values")?;
         fill_chunk(layer, &layer.fill, &mut fill);
         for key in keys {
-            if matches!(self.entry(&key)?, None | Some(Entry::Fill)) {
+            let entry = self.entry(&key)?;
+            if matches!(entry, None | Some(Entry::Fill)) {
                 continue; // every position holds the fill value already
             }
             let coords: Vec<u64> = key.coords[..dims.len()].iter().map(|&x| u64::from(x)).collect();
-            self.load_chunk(layer, &coords, &mut buf)?;
+            self.load_entry(layer, &coords, entry, &mut buf)?;
             // Chunk-local positions from p0 on along d lie at or beyond old_e.
             let p0 = (old_e + mn).saturating_sub(coords[d] * c);
             if p0 >= dims[d] {
