@@ -10,6 +10,7 @@
 #include "vds.h"
 
 #include <pthread.h>
+#include <sys/stat.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -953,6 +954,59 @@ static void test_fragments(void) {
     OK(vds_close(ds));
 }
 
+/* The file's length in bytes (-1 when it cannot be read). */
+static long file_length(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* Held chunks: 100 single-element writes to one 4 KiB chunk store it once
+ * by default and 100 times with the cache size (and buffer) at 0. */
+static void test_write_back(void) {
+    vds_builder *b = NULL;
+    vds_dataset *ds = NULL;
+    const char *axes[1] = {"x"};
+    uint64_t chunk[1] = {1024}, start[1] = {0}, one[1] = {1}, all[1] = {4096};
+    static int32_t vals[4096], back[4096];
+    long before, after;
+    int i, round, ok_all = 1;
+    for (i = 0; i < 4096; i++) vals[i] = i;
+    OK(vds_builder_new(&b));
+    OK(vds_builder_add_axis(b, "x", 4096, NULL, 0.0, 4095.0));
+    OK(vds_builder_add_variable(b, "v", VDS_INT32, axes, 1, chunk));
+    OK(vds_builder_set_overwrite(b, true));
+    OK(vds_builder_create(b, path_in("held.vds"), &ds));
+    OK(vds_builder_free(b));
+    if (!ds) return;
+    OK(vds_write(ds, 0, VDS_INT32, start, all, NULL, 1, VDS_ORDER_C, (const uint8_t *)vals, sizeof vals));
+    OK(vds_commit(ds));
+    for (round = 0; round < 2; round++) {
+        /* round 0: the default buffer; round 1: none. */
+        if (round == 1) OK(vds_set_cache_size(ds, 0));
+        before = file_length(path_in("held.vds"));
+        for (i = 0; i < 100; i++) {
+            start[0] = (uint64_t)(i * 7 % 1024);
+            vals[start[0]] = -(round * 1000 + i);
+            OK(vds_write(ds, 0, VDS_INT32, start, one, NULL, 1, VDS_ORDER_C, (const uint8_t *)&vals[start[0]], sizeof vals[0]));
+        }
+        start[0] = 0;
+        /* Reads see the held chunk before the commit. */
+        OK(vds_read(ds, 0, VDS_INT32, start, all, NULL, 1, VDS_ORDER_C, (uint8_t *)back, sizeof back));
+        CHECK(memcmp(vals, back, sizeof vals) == 0);
+        OK(vds_commit(ds));
+        after = file_length(path_in("held.vds"));
+        if (round == 0) CHECK(after - before >= 4096 && after - before < 4096 + 8192);
+        else CHECK(after - before >= 100 * 4096);
+    }
+    EXPECT(vds_set_cache_size(NULL, 0), VDS_ERR_NULL_POINTER, "dataset handle is NULL");
+    OK(vds_close(ds));
+    OK(vds_open(path_in("held.vds"), VDS_OPEN_READ, &ds));
+    OK(vds_read(ds, 0, VDS_INT32, start, all, NULL, 1, VDS_ORDER_C, (uint8_t *)back, sizeof back));
+    for (i = 0; i < 4096; i++) ok_all &= back[i] == vals[i];
+    CHECK(ok_all);
+    OK(vds_close(ds));
+}
+
 int main(int argc, char **argv) {
     vds_dataset *ds;
     char path[1200];
@@ -982,6 +1036,7 @@ int main(int argc, char **argv) {
     test_margins();
     test_growth();
     test_fragments();
+    test_write_back();
 
     if (failures) {
         fprintf(stderr, "vds C test: %d of %d checks failed\n", failures, checks);

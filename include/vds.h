@@ -704,6 +704,17 @@ vds_status vds_open(const char *path, uint32_t flags, struct vds_dataset **out_d
 vds_status vds_set_memory_limit(struct vds_dataset *ds, uint64_t bytes);
 
 /**
+ * Sets the most bytes of decoded chunks kept for later reads (64 MiB by
+ * default; 0 turns the cache off), and, separately, the most bytes of
+ * chunks written in part that are held in memory until the commit, so that
+ * repeated small writes to one chunk read and store it once (0 stores every
+ * partial write at once).
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`.
+ */
+vds_status vds_set_cache_size(struct vds_dataset *ds, uint64_t bytes);
+
+/**
  * Makes every write and attribute change since the last commit durable and
  * visible, atomically. Nothing to commit is success.
  *

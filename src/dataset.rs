@@ -26,6 +26,7 @@ mod layers;
 mod maintenance;
 mod quant;
 mod slots;
+mod writeback;
 pub use fragments::MergeReport;
 pub use maintenance::{CompactReport, Recovery, Space, VerifyReport};
 
@@ -599,6 +600,12 @@ pub struct Dataset {
     /// Uncommitted changes of the index: new entries, and `None` for keys
     /// removed (chunks beyond an axis that shrank).
     pending: BTreeMap<Key, Option<Entry>>,
+    /// Chunks written in part since the last commit, held decoded until
+    /// commit (the write-back buffer), and their bytes.
+    held: BTreeMap<Key, writeback::Held>,
+    held_bytes: usize,
+    /// The most bytes `held` may take (the cache size).
+    held_limit: usize,
     /// Regions of level 0 written since the last commit, per variable with
     /// more than one layer: the other layers are updated from them at commit.
     dirty: Vec<(usize, layers::Bounds)>,
@@ -728,6 +735,9 @@ impl Dataset {
             end: snap.commit.file_len,
             commit: snap.commit,
             pending: BTreeMap::new(),
+            held: BTreeMap::new(),
+            held_bytes: 0,
+            held_limit: DEFAULT_CACHE_BYTES as usize,
             dirty: Vec::new(),
             desc_dirty: false,
             slot_ends: vec![None; nslots],
@@ -1033,7 +1043,12 @@ impl Dataset {
         // so that those not in the cache can be decoded on several cores.
         let mut stored: Vec<(Vec<u64>, ChunkPlan, Entry)> = Vec::new();
         for_each_chunk(var, region, order, false, |coords, plan| {
-            match self.entry(&chunk_key(var, coords))? {
+            let key = chunk_key(var, coords);
+            if let Some(data) = self.held(&key) {
+                copy_block(&plan.spans, esize, data, plan.src0, out, plan.dst0);
+                return Ok(());
+            }
+            match self.entry(&key)? {
                 None | Some(Entry::Fill) => fill_block(&plan.dst_spans(), &var.fill[..esize], out, plan.dst0),
                 Some(Entry::Constant { value }) => {
                     fill_block(&plan.dst_spans(), &constant_native(var, &value, coords)?[..esize], out, plan.dst0);
@@ -1210,15 +1225,34 @@ impl Dataset {
         // gathered and encoded on several cores. The others are read,
         // updated and rewritten here, one by one.
         let mut full: Vec<(Vec<u64>, ChunkPlan)> = Vec::new();
+        // Partly covered chunks are held (SPEC.md 7.1): a later write to the
+        // same chunk updates it in memory, and the commit stores it once.
         let result = for_each_chunk(var, region, order, true, |coords, plan| {
+            let key = chunk_key(var, coords);
             if plan.covers_chunk {
+                self.unhold(&key);
                 full.push((coords.to_vec(), plan.clone()));
+                return Ok(());
+            }
+            if let Some(h) = self.held.get_mut(&key) {
+                gather(var, plan, data, &mut h.data);
                 return Ok(());
             }
             self.load_chunk(var, coords, &mut buf)?;
             gather(var, plan, data, &mut buf);
-            let entry = self.store_prepared(var, prepare(var, coords, &buf))?;
-            self.pending.insert(chunk_key(var, coords), Some(entry));
+            let mut next = Vec::new();
+            if buf.len() <= self.held_limit {
+                // The next chunk needs a buffer of its own.
+                self.reserve(&mut next, var.chunk_elems * esize, &what)?;
+            }
+            match self.hold(key, var, coords, std::mem::replace(&mut buf, next))? {
+                None => {}
+                Some(unheld) => {
+                    buf = unheld;
+                    let entry = self.store_prepared(var, prepare(var, coords, &buf))?;
+                    self.pending.insert(key, Some(entry));
+                }
+            }
             Ok(())
         })
         .and_then(|()| {
@@ -1271,8 +1305,17 @@ impl Dataset {
     /// The most bytes of decoded chunks kept for later reads (64 MiB by
     /// default; 0 turns the cache off). Repeated reads of small regions of
     /// compressed chunks then decode each chunk once.
+    ///
+    /// The same bound applies, separately, to the write-back buffer: chunks
+    /// written in part are held decoded until the commit, so that repeated
+    /// small writes to one chunk read and store it once. When the held
+    /// chunks would exceed the bound they are stored at once (and may be
+    /// stored again if written again before the commit); 0 stores every
+    /// partial write immediately.
     pub fn set_cache_size(&mut self, bytes: u64) {
-        self.cache_lock().resize(usize::try_from(bytes).unwrap_or(usize::MAX));
+        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        self.cache_lock().resize(bytes);
+        self.held_limit = bytes;
     }
 
     fn cache_lock(&self) -> std::sync::MutexGuard<'_, ChunkCache> {
@@ -1305,7 +1348,13 @@ impl Dataset {
 
     /// The whole current contents of a chunk, in memory form.
     fn load_chunk(&self, var: &Variable, coords: &[u64], buf: &mut Vec<u8>) -> Result<()> {
-        self.load_entry(var, coords, self.entry(&chunk_key(var, coords))?, buf)
+        let key = chunk_key(var, coords);
+        if let Some(data) = self.held(&key) {
+            buf.clear();
+            buf.extend_from_slice(data);
+            return Ok(());
+        }
+        self.load_entry(var, coords, self.entry(&key)?, buf)
     }
 
     /// The whole contents of a chunk whose entry is `entry`, in memory form.
@@ -1596,6 +1645,7 @@ impl Dataset {
     pub fn commit(&mut self) -> Result<()> {
         self.check_writable()?;
         if self.fragment.is_some() {
+            self.flush_held()?;
             // A fragment's layers are computed by the merge, from the regions its seal lists.
             let result = self.seal_fragment();
             if result.is_err() {
@@ -1603,8 +1653,9 @@ impl Dataset {
             }
             return result;
         }
+        // Stores the held chunks first: the other layers are computed from them.
         self.update_layers()?;
-        if self.pending.is_empty() && !self.desc_dirty {
+        if !self.has_uncommitted() {
             return Ok(());
         }
         let result = self.commit_inner();
@@ -1615,6 +1666,8 @@ impl Dataset {
     }
 
     fn commit_inner(&mut self) -> Result<()> {
+        // Chunks held since the layers were updated (the layers' own partial writes).
+        self.flush_held()?;
         let fsync = self.durability == Durability::Fsync;
         // 1. Chunks in external files reach the disk before anything refers to them.
         if fsync {
@@ -1719,6 +1772,7 @@ impl Dataset {
             return Ok(());
         }
         self.pending.clear();
+        self.discard_held();
         self.dirty.clear();
         // Discarded chunks' space is reused: forget them as duplicates too.
         self.dedup = None;
@@ -1800,15 +1854,28 @@ impl Dataset {
             Ok(())
         };
         self.reader.for_each(&*self.storage, self.commit.root, &mut |k, e| {
-            if self.pending.contains_key(k) {
+            if self.pending.contains_key(k) || self.held.contains_key(k) {
                 return Ok(());
             }
             count(k, e)
         })?;
         for (k, e) in &self.pending {
-            if let Some(e) = e {
+            if let (Some(e), false) = (e, self.held.contains_key(k)) {
                 count(k, e)?;
             }
+        }
+        // Held chunks count as what the commit will make of them.
+        for (k, h) in &self.held {
+            if only.is_some_and(|v| h.layer.index != v) {
+                continue;
+            }
+            let e = match prepare(&h.layer, &h.coords, &h.data) {
+                Prepared::Entry(e) => e,
+                Prepared::Bytes { codec, bytes, crc, hash } => {
+                    Entry::Stored { codec, slot: 0, offset: 0, length: bytes.len() as u32, crc, hash }
+                }
+            };
+            count(k, &e)?;
         }
         Ok(s)
     }

@@ -202,7 +202,7 @@ impl Dataset {
     pub fn merge_fragments(&mut self, names: &[&str]) -> Result<MergeReport> {
         self.check_writable()?;
         self.check_not_fragment()?;
-        if !self.pending.is_empty() || self.desc_dirty {
+        if self.has_uncommitted() {
             return Err(invalid("commit before merging fragments: there are uncommitted changes"));
         }
         let path = self.path.clone().ok_or_else(|| invalid("fragments need a container on disk"))?;

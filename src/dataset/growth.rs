@@ -29,6 +29,8 @@ impl Dataset {
     pub fn resize_axis(&mut self, axis: &str, samples: u64) -> Result<()> {
         self.check_writable()?;
         self.check_not_fragment()?;
+        // The resize rewrites edge chunks from the index: held chunks go there first.
+        self.flush_held()?;
         let k = self
             .axes
             .iter()

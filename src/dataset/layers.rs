@@ -104,6 +104,7 @@ impl Dataset {
     /// As [`Dataset::write`].
     pub fn update_layers(&mut self) -> Result<()> {
         self.check_writable()?;
+        self.flush_held()?;
         let dirty = std::mem::take(&mut self.dirty);
         let mut vars: Vec<usize> = dirty.iter().map(|(v, _)| *v).collect();
         vars.sort_unstable();

@@ -330,7 +330,7 @@ impl Dataset {
     fn compact_inner(&mut self, fold: bool) -> Result<CompactReport> {
         self.check_writable()?;
         self.check_not_fragment()?;
-        if !self.pending.is_empty() || self.desc_dirty {
+        if self.has_uncommitted() {
             return Err(invalid("commit before compacting: there are uncommitted changes"));
         }
         let path = self.path.clone().ok_or_else(|| invalid("compaction needs a container on disk"))?;

@@ -299,6 +299,21 @@ pub extern "C" fn vds_set_memory_limit(ds: *mut vds_dataset, bytes: u64) -> vds_
     })
 }
 
+/// Sets the most bytes of decoded chunks kept for later reads (64 MiB by
+/// default; 0 turns the cache off), and, separately, the most bytes of
+/// chunks written in part that are held in memory until the commit, so that
+/// repeated small writes to one chunk read and store it once (0 stores every
+/// partial write at once).
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`.
+#[no_mangle]
+pub extern "C" fn vds_set_cache_size(ds: *mut vds_dataset, bytes: u64) -> vds_status {
+    ffi_boundary!("vds_set_cache_size", {
+        dataset(ds)?.write()?.set_cache_size(bytes);
+        Ok(())
+    })
+}
+
 /// Makes every write and attribute change since the last commit durable and
 /// visible, atomically. Nothing to commit is success.
 ///
