@@ -961,7 +961,8 @@ static long file_length(const char *p) {
 }
 
 /* Held chunks: 100 single-element writes to one 4 KiB chunk store it once
- * by default and 100 times with the cache size (and buffer) at 0. */
+ * by default and 100 times with the cache size (and buffer) at 0; then
+ * compaction in its three modes. */
 static void test_write_back(void) {
     vds_builder *b = NULL;
     vds_dataset *ds = NULL;
@@ -999,6 +1000,29 @@ static void test_write_back(void) {
         else CHECK(after - before >= 100 * 4096);
     }
     EXPECT(vds_set_cache_size(NULL, 0), VDS_ERR_NULL_POINTER, "dataset handle is NULL");
+    /* Compaction reclaims the 100 superseded copies, then moves the chunks
+     * out into a slot file and back. */
+    {
+        uint64_t before = 0, after = 0;
+        uint16_t slot = 0;
+        long was = file_length(path_in("held.vds"));
+        OK(vds_compact(ds, VDS_COMPACT_KEEP_SLOTS, &before, &after));
+        CHECK(before == (uint64_t)was && before > 100 * 4096);
+        CHECK(after < 4 * 4096 + 16384 && after == (uint64_t)file_length(path_in("held.vds")));
+        EXPECT(vds_compact(ds, VDS_COMPACT_INTO_SLOTS, NULL, NULL), VDS_ERR_INVALID_ARGUMENT, "no external-file slot");
+        EXPECT(vds_compact(ds, 7, NULL, NULL), VDS_ERR_INVALID_ARGUMENT, "not a vds_compact_mode");
+        OK(vds_add_external_slot(ds, "held.vdx", &slot));
+        OK(vds_commit(ds));
+        OK(vds_set_slot_policy(ds, VDS_SLOTS_FIXED, &slot, 1, 0));
+        OK(vds_compact(ds, VDS_COMPACT_INTO_SLOTS, &before, &after));
+        /* All four chunks now follow the slot file's 32-byte header. */
+        CHECK(after < before && file_length(path_in("held.vdx")) == 32 + 4 * 4096);
+        OK(vds_read(ds, 0, VDS_INT32, start, all, NULL, 1, VDS_ORDER_C, (uint8_t *)back, sizeof back));
+        CHECK(memcmp(vals, back, sizeof vals) == 0);
+        OK(vds_compact(ds, VDS_COMPACT_FOLD_SLOTS, NULL, &after));
+        CHECK(after > 4 * 4096);
+        CHECK(remove(path_in("held.vdx")) == 0);
+    }
     OK(vds_close(ds));
     OK(vds_open(path_in("held.vds"), VDS_OPEN_READ, &ds));
     OK(vds_read(ds, 0, VDS_INT32, start, all, NULL, 1, VDS_ORDER_C, (uint8_t *)back, sizeof back));

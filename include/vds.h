@@ -322,6 +322,35 @@ typedef int32_t vds_slot_policy;
 #endif // __cplusplus
 
 /**
+ * What `vds_compact` does with external-file slots.
+ */
+enum vds_compact_mode
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * The container's live chunks are rewritten into a fresh body; chunks in external files stay there.
+   */
+  VDS_COMPACT_KEEP_SLOTS = 0,
+  /**
+   * External chunks are copied into the new body too; the new container lists no slots.
+   */
+  VDS_COMPACT_FOLD_SLOTS = 1,
+  /**
+   * The container's chunks move into the slots the slot policy chooses (`vds_set_slot_policy`).
+   */
+  VDS_COMPACT_INTO_SLOTS = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum vds_compact_mode vds_compact_mode;
+#else
+typedef int32_t vds_compact_mode;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * The compression stage of a codec.
  */
 enum vds_compression
@@ -1059,6 +1088,26 @@ vds_status vds_merge_fragments(struct vds_dataset *ds,
                                size_t count,
                                size_t *out_merged,
                                size_t *out_skipped);
+
+/**
+ * Rewrites the last commit without the space copy-on-write left behind
+ * (`mode`, a `vds_compact_mode`, says where chunks go), crash-safely: the
+ * new container is written beside the old one, synced and renamed over it,
+ * so a crash leaves one or the other, whole. Commit first. The container's
+ * lengths before and after go to `*out_before` and `*out_after` (either may
+ * be NULL). With `VDS_COMPACT_FOLD_SLOTS` the slot files are left on disk,
+ * unused.
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+ * `VDS_ERR_INVALID_ARGUMENT` (unknown mode, uncommitted changes, a fragment
+ * handle, no slot for `VDS_COMPACT_INTO_SLOTS`), `VDS_ERR_READ_ONLY`,
+ * `VDS_ERR_POISONED`, `VDS_ERR_CORRUPT` (a damaged chunk or page: `vds
+ * verify FILE` names it), `VDS_ERR_IO`.
+ */
+vds_status vds_compact(struct vds_dataset *ds,
+                       int32_t mode,
+                       uint64_t *out_before,
+                       uint64_t *out_after);
 
 /**
  * Keeps `levels` levels of detail of variable `var` (1 to 16; level 0 is

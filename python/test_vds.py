@@ -92,6 +92,36 @@ with vds.open(path) as ds:
     assert ds.read("v").shape == (2, 3)
     checks += 2
 
+# Many small writes to one chunk, stored once; then compaction moves the chunks out to a slot and back.
+path = os.path.join(d, "storm.vds")
+ref = np.arange(4096, dtype=np.int32)
+with vds.create(path, axes=[("x", 4096)], variables=[("v", "int32", ["x"], [1024], None)]) as ds:
+    ds.write("v", ref)
+with vds.open(path, write=True) as ds:
+    before = os.path.getsize(path)
+    for i in range(200):
+        ref[i * 5] = -i
+        ds.write("v", ref[i * 5:i * 5 + 1], start=(i * 5,))
+    assert np.array_equal(ds.read("v"), ref)
+    ds.commit()
+    assert 4096 <= os.path.getsize(path) - before < 4096 + 8192  # the one chunk, its index page
+    ds.set_cache_size(0)
+    ds.write("v", ref[:1])
+    ds.write("v", ref[1:2], start=(1,))
+    ds.commit()
+    was, now = ds.compact()
+    assert now < was and now == os.path.getsize(path)
+    slot = ds.add_external_slot("storm.vdx")
+    ds.commit()
+    ds.set_slot_policy("fixed", [slot])
+    ds.compact("into_slots")
+    assert os.path.getsize(os.path.join(d, "storm.vdx")) == 32 + 4 * 4096
+    ds.compact("fold")
+os.remove(os.path.join(d, "storm.vdx"))
+with vds.open(path) as ds:
+    assert np.array_equal(ds.read("v"), ref)
+    checks += 4
+
 # Parallel writers: four processes write fragments through multiprocessing, one merge adopts them.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import parallel_write  # noqa: E402

@@ -65,6 +65,9 @@ _sig = {
     "vds_add_external_slot": ([C.c_void_p, C.c_char_p, C.POINTER(C.c_uint16)], C.c_int32),
     "vds_fragment_create": ([C.c_char_p, C.c_char_p, C.POINTER(C.c_void_p)], C.c_int32),
     "vds_merge_fragments": ([C.c_void_p, C.POINTER(C.c_char_p), C.c_size_t, C.POINTER(C.c_size_t), C.POINTER(C.c_size_t)], C.c_int32),
+    "vds_set_cache_size": ([C.c_void_p, C.c_uint64], C.c_int32),
+    "vds_set_slot_policy": ([C.c_void_p, C.c_int32, C.POINTER(C.c_uint16), C.c_size_t, C.c_uint64], C.c_int32),
+    "vds_compact": ([C.c_void_p, C.c_int32, _u64p, _u64p], C.c_int32),
 }
 for _name, (_args, _ret) in _sig.items():
     _f = getattr(_lib, _name)
@@ -213,6 +216,27 @@ class Dataset:
         merged, skipped = C.c_size_t(), C.c_size_t()
         _check(_lib.vds_merge_fragments(self._h, arr, len(names), C.byref(merged), C.byref(skipped)))
         return merged.value, skipped.value
+
+
+    def set_cache_size(self, nbytes):
+        """Bounds the cache of decoded chunks and, separately, the chunks written in part that are held
+        until the commit (so many small writes to one chunk store it once); 0 turns both off."""
+        _check(_lib.vds_set_cache_size(self._h, nbytes))
+
+    def set_slot_policy(self, policy, slots, max_bytes=0):
+        """Routes new stored chunks: policy "fixed", "round_robin", "by_size" or "by_variable" over slot numbers."""
+        code = ["fixed", "round_robin", "by_size", "by_variable"].index(policy)
+        arr = (C.c_uint16 * len(slots))(*slots)
+        _check(_lib.vds_set_slot_policy(self._h, code, arr, len(slots), max_bytes))
+
+    def compact(self, mode="keep"):
+        """Rewrites the container without dead space, crash-safely; returns (bytes before, bytes after).
+        mode: "keep" (external chunks stay in their files), "fold" (copied into the container) or
+        "into_slots" (the container's chunks move to the slots the slot policy chooses)."""
+        code = ["keep", "fold", "into_slots"].index(mode)
+        before, after = C.c_uint64(), C.c_uint64()
+        _check(_lib.vds_compact(self._h, code, C.byref(before), C.byref(after)))
+        return before.value, after.value
 
 
 def fragment(path, name):

@@ -167,3 +167,57 @@ fn compaction_folds_external_slots_back_into_the_container() {
     assert!(ds.verify().unwrap().is_ok());
     assert_eq!(ds.space().unwrap().reclaimable_bytes, 0);
 }
+
+#[test]
+fn compaction_moves_container_chunks_out_into_slots_and_back() {
+    let dir = Scratch::new("slots-unfold");
+    let path = dir.path("c.vds");
+    let a: Vec<f32> = (0..1200).map(|i| (i as f32 * 0.1).sin()).collect();
+    let b: Vec<i32> = (0..1200).map(|i| i * 7 - 300).collect();
+    let full = Region::full(&[40, 30]).unwrap();
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("x", 40))
+        .axis(Axis::new("y", 30))
+        .variable(VariableBuilder::new("a", DType::Float32, &["x", "y"]).chunk(&[8, 8]).codec(Codec::deflate(1)))
+        .variable(VariableBuilder::new("b", DType::Int32, &["x", "y"]).chunk(&[10, 10]))
+        .create(&path)
+        .unwrap();
+    ds.write("a", &full, Order::C, &a).unwrap();
+    ds.write("b", &full, Order::C, &b).unwrap();
+    ds.commit().unwrap();
+    assert_eq!(ds.compact_into_slots().unwrap_err().kind(), ErrorKind::InvalidArgument);
+    let in_container = ds.stats().unwrap().stored_bytes;
+    // One file per variable, added to the existing container.
+    let s1 = ds.add_external_slot("a.vdx").unwrap();
+    let s2 = ds.add_external_slot("b.vdx").unwrap();
+    ds.commit().unwrap();
+    ds.set_slot_policy(SlotPolicy::ByVariable(vec![s1, s2])).unwrap();
+    let report = ds.compact_into_slots().unwrap();
+    assert!(report.after_bytes < report.before_bytes, "{report:?}");
+    // Every stored byte left the container: the slot files hold them all, after their 32-byte headers.
+    let len = |f: &str| std::fs::metadata(dir.path(f)).unwrap().len();
+    assert_eq!(len("a.vdx") + len("b.vdx"), 2 * 32 + in_container);
+    assert_eq!(full_read(&ds), (a.clone(), b.clone()));
+    drop(ds);
+    // The chunks are in the slot files now: b's 12 chunks of 400 bytes after the 32-byte header.
+    assert_eq!(std::fs::metadata(dir.path("b.vdx")).unwrap().len(), 32 + 12 * 400);
+    assert_eq!(read_all(&path).unwrap(), (a.clone(), b.clone()));
+    assert!(Dataset::open(&path).unwrap().verify().unwrap().is_ok());
+    let saved = std::fs::read(dir.path("b.vdx")).unwrap();
+    std::fs::write(dir.path("b.vdx"), &saved[..1000]).unwrap();
+    let e = read_all(&path).unwrap_err();
+    assert!(e.to_string().contains("b.vdx"), "{e}");
+    std::fs::write(dir.path("b.vdx"), &saved).unwrap();
+    // And back into the container.
+    let mut ds = Dataset::open_rw(&path).unwrap();
+    assert_eq!(ds.compact_folding_slots().unwrap().folded_slots, ["a.vdx", "b.vdx"]);
+    drop(ds);
+    std::fs::remove_file(dir.path("a.vdx")).unwrap();
+    std::fs::remove_file(dir.path("b.vdx")).unwrap();
+    assert_eq!(read_all(&path).unwrap(), (a, b));
+}
+
+fn full_read(ds: &Dataset) -> (Vec<f32>, Vec<i32>) {
+    let full = Region::full(&[40, 30]).unwrap();
+    (ds.read_vec("a", &full, Order::C).unwrap(), ds.read_vec("b", &full, Order::C).unwrap())
+}

@@ -1,6 +1,6 @@
 //! Checking, repairing and compacting a container (SPEC.md section 7.7).
 
-use super::{check_constant, lock, read_slots, Dataset, Snapshot};
+use super::{check_constant, lock, read_slots, Dataset, Prepared, Snapshot};
 use crate::commit::{CommitSlot, SLOT_SIZE};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::index::{Entry, Key, PageReader};
@@ -311,7 +311,7 @@ impl Dataset {
     /// container on disk), `Corrupt` (a chunk or page fails its check: run
     /// verify and recover first), `Io`.
     pub fn compact(&mut self) -> Result<CompactReport> {
-        self.compact_inner(false)
+        self.compact_inner(Fold::Keep)
     }
 
     /// [`Dataset::compact`], also folding every external-file slot back into
@@ -324,15 +324,56 @@ impl Dataset {
     /// # Errors
     /// As [`Dataset::compact`], and as reading from the slots.
     pub fn compact_folding_slots(&mut self) -> Result<CompactReport> {
-        self.compact_inner(true)
+        self.compact_inner(Fold::IntoContainer)
     }
 
-    fn compact_inner(&mut self, fold: bool) -> Result<CompactReport> {
+    /// [`Dataset::compact`] the other way round: the live chunks of the
+    /// container are moved into external-file slots, chosen by this
+    /// handle's slot policy ([`Dataset::set_slot_policy`]); the new
+    /// container keeps its head, index and descriptor (and any chunk the
+    /// policy routes to slot 0). The moved chunks are appended to the slot
+    /// files, beyond their committed lengths, so until the rename the old
+    /// container and its slots are whole; a crash leaves unreferenced bytes
+    /// at the ends of the slot files.
+    ///
+    /// # Errors
+    /// As [`Dataset::compact`]; `InvalidArgument` when the container has no
+    /// external-file slot.
+    pub fn compact_into_slots(&mut self) -> Result<CompactReport> {
+        if self.desc.slots.is_empty() {
+            return Err(invalid("the container has no external-file slot to move its chunks into"));
+        }
+        self.compact_inner(Fold::IntoSlots)
+    }
+
+    /// Writes a compacted copy of the last commit into `target` (an empty
+    /// store), synced when the dataset's durability asks for it, and
+    /// leaves this container untouched: [`Dataset::compact`] does this into
+    /// a file beside the container, then renames it over the container.
+    /// With `fold_slots`, external chunks are copied into the new body (as
+    /// [`Dataset::compact_folding_slots`]); otherwise they stay in their
+    /// files, which a copy opened without a path cannot reach.
+    ///
+    /// # Errors
+    /// As [`Dataset::compact`]; `Io` from `target`.
+    pub fn compact_to(&self, target: Arc<dyn Storage>, fold_slots: bool) -> Result<CompactReport> {
+        self.check_compactable()?;
+        let new = self.copy_into(target, None, if fold_slots { Fold::IntoContainer } else { Fold::Keep })?;
+        let folded = if fold_slots { self.desc.slots.iter().map(|s| s.name.clone()).collect() } else { Vec::new() };
+        Ok(CompactReport { before_bytes: self.commit.file_len, after_bytes: new.commit.file_len, folded_slots: folded })
+    }
+
+    fn check_compactable(&self) -> Result<()> {
         self.check_writable()?;
         self.check_not_fragment()?;
         if self.has_uncommitted() {
             return Err(invalid("commit before compacting: there are uncommitted changes"));
         }
+        Ok(())
+    }
+
+    fn compact_inner(&mut self, fold: Fold) -> Result<CompactReport> {
+        self.check_compactable()?;
         let path = self.path.clone().ok_or_else(|| invalid("compaction needs a container on disk"))?;
         let before = self.commit.file_len;
         let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
@@ -348,7 +389,7 @@ impl Dataset {
             .map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
         lock(&file, &tmp)?;
         let storage: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
-        let result = self.copy_into(storage, &tmp, fold);
+        let result = self.copy_into(storage, Some(&tmp), fold);
         let mut new = match result {
             Ok(d) => d,
             Err(e) => {
@@ -365,12 +406,15 @@ impl Dataset {
         }
         new.path = Some(path);
         new.policy = self.policy.clone();
+        new.allow_external_paths = self.allow_external_paths;
+        new.memory_limit = self.memory_limit;
         // The handle's settings survive the swap.
         new.memory_limit = self.memory_limit;
         new.allow_external_paths = self.allow_external_paths;
         new.dedup_enabled = self.dedup_enabled;
-        let folded: Vec<String> = if fold { self.desc.slots.iter().map(|s| s.name.clone()).collect() } else { Vec::new() };
-        if !fold {
+        let folded: Vec<String> =
+            if fold == Fold::IntoContainer { self.desc.slots.iter().map(|s| s.name.clone()).collect() } else { Vec::new() };
+        if fold == Fold::Keep {
             // External files opened by this handle stay valid for the new one.
             new.slot_files = std::mem::take(&mut self.slot_files);
             new.slot_ends = std::mem::take(&mut self.slot_ends);
@@ -381,24 +425,27 @@ impl Dataset {
     }
 
     /// Writes a new container into `storage` holding this commit's contents.
-    fn copy_into(&self, storage: Arc<dyn Storage>, tmp: &Path, fold: bool) -> Result<Dataset> {
+    fn copy_into(&self, storage: Arc<dyn Storage>, tmp: Option<&Path>, fold: Fold) -> Result<Dataset> {
         let mut desc = self.desc.clone();
-        if fold {
+        if fold == Fold::IntoContainer {
             desc.slots.clear();
         }
-        let mut new = Dataset::initialize(storage, Some(tmp.to_path_buf()), desc, self.durability, false)?;
+        let mut new = Dataset::initialize(storage, tmp.map(Path::to_path_buf), desc, self.durability, false)?;
+        new.policy = self.policy.clone();
+        new.allow_external_paths = self.allow_external_paths;
+        new.memory_limit = self.memory_limit;
         let mut entries = Vec::new();
         self.reader.for_each(&*self.storage, self.commit.root, &mut |k, e| {
             entries.push((*k, *e));
             Ok(())
         })?;
         // A chunk shared by several entries is copied once and stays shared.
-        let mut moved: std::collections::HashMap<(u16, u64, u32, u32), u64> = std::collections::HashMap::new();
+        let mut moved: std::collections::HashMap<(u16, u64, u32, u32), Entry> = std::collections::HashMap::new();
         for (key, entry) in entries {
             let entry = match entry {
-                Entry::Stored { codec: cb, slot, offset, length, crc, hash } if slot == 0 || fold => {
-                    let at = match moved.get(&(slot, offset, length, crc)) {
-                        Some(&at) => at,
+                Entry::Stored { codec: cb, slot, offset, length, crc, hash } if slot == 0 || fold == Fold::IntoContainer => {
+                    match moved.get(&(slot, offset, length, crc)) {
+                        Some(&e) => e,
                         None => {
                             let from = self.slot_storage(slot)?;
                             self.check_stored_range(&*from, slot, offset, length)?.map_err(|e| {
@@ -416,14 +463,26 @@ impl Dataset {
                                     "CRC32 mismatch; run verify and recover before compacting",
                                 ));
                             }
-                            let at = new.end;
-                            new.storage.write_at(at, &bytes).map_err(|e| Error::io("compacting: writing a chunk", e))?;
-                            new.end += u64::from(length);
-                            moved.insert((slot, offset, length, crc), at);
-                            at
+                            let layer = self
+                                .vars
+                                .get((key.layer >> 16) as usize)
+                                .and_then(|v| v.stored_layer((key.layer >> 8) as u8, key.layer as u8));
+                            let e = match (fold, layer) {
+                                // Routed by the policy, as a new chunk would be.
+                                (Fold::IntoSlots, Some(layer)) => {
+                                    new.store_prepared(layer, Prepared::Bytes { codec: cb, bytes, crc, hash })?
+                                }
+                                _ => {
+                                    let at = new.end;
+                                    new.storage.write_at(at, &bytes).map_err(|e| Error::io("compacting: writing a chunk", e))?;
+                                    new.end += u64::from(length);
+                                    Entry::Stored { codec: cb, slot: 0, offset: at, length, crc, hash }
+                                }
+                            };
+                            moved.insert((slot, offset, length, crc), e);
+                            e
                         }
-                    };
-                    Entry::Stored { codec: cb, slot: 0, offset: at, length, crc, hash }
+                    }
                 }
                 other => other,
             };
@@ -432,4 +491,15 @@ impl Dataset {
         new.commit()?;
         Ok(new)
     }
+}
+
+/// Where compaction puts the live chunks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fold {
+    /// Container chunks into the new body; external ones stay in their slots.
+    Keep,
+    /// Every chunk into the new body.
+    IntoContainer,
+    /// Container chunks into the slots the policy chooses.
+    IntoSlots,
 }

@@ -1,6 +1,7 @@
 //! Growth and scale-out through the C ABI: growable axes (SPEC.md 3.10)
 //! and external-file slots added to an open container (8.1), fragments
-//! written by parallel processes and their merge (11).
+//! written by parallel processes and their merge (11), and compaction
+//! (7.7).
 
 use super::builder::builder;
 use super::dataset::{check_dtype, dataset, order_from_c, DatasetObj};
@@ -213,6 +214,56 @@ pub unsafe extern "C" fn vds_merge_fragments(
             }
             if !out_skipped.is_null() {
                 out(out_skipped, report.skipped.len(), "out_skipped")?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// What `vds_compact` does with external-file slots.
+#[repr(i32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum vds_compact_mode {
+    /// The container's live chunks are rewritten into a fresh body; chunks in external files stay there.
+    VDS_COMPACT_KEEP_SLOTS = 0,
+    /// External chunks are copied into the new body too; the new container lists no slots.
+    VDS_COMPACT_FOLD_SLOTS = 1,
+    /// The container's chunks move into the slots the slot policy chooses (`vds_set_slot_policy`).
+    VDS_COMPACT_INTO_SLOTS = 2,
+}
+
+/// Rewrites the last commit without the space copy-on-write left behind
+/// (`mode`, a `vds_compact_mode`, says where chunks go), crash-safely: the
+/// new container is written beside the old one, synced and renamed over it,
+/// so a crash leaves one or the other, whole. Commit first. The container's
+/// lengths before and after go to `*out_before` and `*out_after` (either may
+/// be NULL). With `VDS_COMPACT_FOLD_SLOTS` the slot files are left on disk,
+/// unused.
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+/// `VDS_ERR_INVALID_ARGUMENT` (unknown mode, uncommitted changes, a fragment
+/// handle, no slot for `VDS_COMPACT_INTO_SLOTS`), `VDS_ERR_READ_ONLY`,
+/// `VDS_ERR_POISONED`, `VDS_ERR_CORRUPT` (a damaged chunk or page: `vds
+/// verify FILE` names it), `VDS_ERR_IO`.
+#[no_mangle]
+pub unsafe extern "C" fn vds_compact(ds: *mut vds_dataset, mode: i32, out_before: *mut u64, out_after: *mut u64) -> vds_status {
+    ffi_boundary!("vds_compact", {
+        let obj = dataset(ds)?;
+        let mut d = obj.write()?;
+        use vds_compact_mode::*;
+        let report = match mode {
+            m if m == VDS_COMPACT_KEEP_SLOTS as i32 => d.compact()?,
+            m if m == VDS_COMPACT_FOLD_SLOTS as i32 => d.compact_folding_slots()?,
+            m if m == VDS_COMPACT_INTO_SLOTS as i32 => d.compact_into_slots()?,
+            _ => return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("{mode} is not a vds_compact_mode")),
+        };
+        // SAFETY: the caller promises writable outputs or NULL.
+        unsafe {
+            if !out_before.is_null() {
+                out(out_before, report.before_bytes, "out_before")?;
+            }
+            if !out_after.is_null() {
+                out(out_after, report.after_bytes, "out_after")?;
             }
         }
         Ok(())
