@@ -285,3 +285,112 @@ pub fn mutate(data: &[u8]) {
         check_damaged(&s, &damaged, lo..hi);
     }
 }
+
+/// A container and a sealed fragment for it (SPEC.md 11), made once per
+/// process, with the container's contents before and after a merge.
+struct MergeFixture {
+    container: Vec<u8>,
+    fragment: Vec<u8>,
+    before: Vec<i32>,
+    after: Vec<i32>,
+}
+
+const MERGE_SHAPE: [u64; 2] = [16, 12];
+
+fn merge_fixture() -> &'static MergeFixture {
+    static FIXTURE: std::sync::OnceLock<MergeFixture> = std::sync::OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let dir = merge_dir("fixture");
+        let path = dir.join("c.vds");
+        let full = Region::full(&MERGE_SHAPE).expect("shape");
+        let mut ds = DatasetBuilder::new()
+            .overwrite(true)
+            .axis(Axis::new("x", MERGE_SHAPE[0]))
+            .axis(Axis::new("y", MERGE_SHAPE[1]))
+            .variable(
+                VariableBuilder::new("v", DType::Int32, &["x", "y"])
+                    .chunk(&[4, 4])
+                    .codec(Codec::deflate(1))
+                    .levels_of_detail(2, &[], crate::LodMethod::Average)
+                    .partitioning(&[1, 12]),
+            )
+            .create(&path)
+            .expect("creating the merge fixture");
+        let first: Vec<i32> = (0..16 * 12).map(|i| if i < 8 * 12 { i * 3 } else { -1 }).collect();
+        ds.write("v", &full, Order::C, &first).expect("writing the merge fixture");
+        ds.close().expect("committing the merge fixture");
+        let container = std::fs::read(&path).expect("reading the merge fixture");
+        let mut f = Dataset::create_fragment(&path, "f.frag").expect("creating the fixture's fragment");
+        let rows: Vec<i32> = (0..8 * 12).map(|i| 1000 - i * 7).collect();
+        f.write("v", &Region::new(&[8, 0], &[8, 12]).expect("region"), Order::C, &rows).expect("writing the fragment");
+        f.write("v", &Region::new(&[12, 4], &[2, 2]).expect("region"), Order::C, &[5, 6, 7, 8]).expect("writing the fragment");
+        f.close().expect("sealing the fragment");
+        let fragment = std::fs::read(dir.join("f.frag")).expect("reading the fixture's fragment");
+        let mut ds = Dataset::open_rw(&path).expect("opening the merge fixture");
+        ds.merge_fragments(&["f.frag"]).expect("merging the fixture's fragment");
+        let after = ds.read_vec("v", &full, Order::C).expect("reading the merged fixture");
+        MergeFixture { container, fragment, before: first, after }
+    })
+}
+
+/// A scratch directory of this process for the `merge` target.
+fn merge_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("vds-fuzz-merge-{}", std::process::id())).join(name);
+    std::fs::create_dir_all(&dir).expect("creating a scratch directory");
+    dir
+}
+
+/// Fuzz target `merge`: a sealed fragment damaged by the input (first byte:
+/// bit 0 reseals it, recomputing the seal's CRC32 so that the damage gets
+/// past it; then two position bytes and one XOR byte per edit, positions
+/// past the end truncating) is merged into a fresh copy of its container.
+/// Nothing may panic, hang or allocate without bound. A failed merge leaves
+/// the container as it was; a fragment skipped changes nothing; and without
+/// resealing, a merged fragment reads exactly as written or reports damage.
+pub fn merge(data: &[u8]) {
+    let fx = merge_fixture();
+    let Some((&mode, edits)) = data.split_first() else { return };
+    let mut frag = fx.fragment.clone();
+    for e in edits.chunks_exact(3) {
+        let at = usize::from(u16::from_le_bytes([e[0], e[1]])) % (fx.fragment.len() + 16);
+        if at < frag.len() {
+            frag[at] ^= e[2];
+        } else {
+            frag.truncate(frag.len().saturating_sub(at - fx.fragment.len() + 1));
+        }
+    }
+    let resealed = mode & 1 == 1;
+    if resealed && frag.len() >= 48 {
+        let n = frag.len();
+        let at = u64::from_le_bytes(frag[n - 40..n - 32].try_into().unwrap_or([0; 8]));
+        if let Ok(at) = usize::try_from(at) {
+            if at + 4 <= n {
+                let crc = crate::wire::crc32(&frag[at..n - 4]);
+                frag[n - 4..].copy_from_slice(&crc.to_le_bytes());
+            }
+        }
+    }
+    let dir = merge_dir("run");
+    let path = dir.join("c.vds");
+    std::fs::write(&path, &fx.container).expect("writing the container");
+    std::fs::write(dir.join("f.frag"), &frag).expect("writing the fragment");
+    let full = Region::full(&MERGE_SHAPE).expect("shape");
+    let Ok(mut ds) = OpenOptions::new().write(true).memory_limit(FUZZ_MEMORY_LIMIT).open(&path) else {
+        panic!("the untouched container does not open")
+    };
+    let result = ds.merge_fragments(&["f.frag"]);
+    drop(ds);
+    let ds = OpenOptions::new().memory_limit(FUZZ_MEMORY_LIMIT).open(&path).expect("the container opens after a merge");
+    let values = ds.read_vec::<i32>("v", &full, Order::C);
+    match result {
+        Err(_) => assert!(values.ok() == Some(fx.before.clone()), "a failed merge changed the container"),
+        Ok(r) if r.merged.is_empty() => assert!(values.ok() == Some(fx.before.clone()), "a skipped fragment changed the container"),
+        Ok(_) => {
+            if let (false, Ok(v)) = (resealed, &values) {
+                assert!(*v == fx.after, "a damaged fragment was merged and read as other values");
+            }
+            let mut b = Bytes { data, pos: 0 };
+            read_everything(&ds, &mut b);
+        }
+    }
+}

@@ -1,8 +1,9 @@
 //! Parallel writers (SPEC.md section 11): several OS processes, with no lock
 //! or message between them, each write their part of a volume into a
 //! fragment; one merge adopts them. A worker that dies before sealing is
-//! skipped; overlapping fragments and fragments of another container are
-//! refused without changing anything.
+//! skipped; a merging process killed at any moment leaves the container
+//! before or after the merge; overlapping fragments and fragments of
+//! another container are refused without changing anything.
 
 mod common;
 use common::*;
@@ -62,6 +63,17 @@ fn worker() {
         std::process::abort(); // chunks written, never sealed
     }
     f.close().unwrap();
+}
+
+/// Not a test of its own: the body of a merging process (VDS_FRAGMENT_MERGER
+/// = container, then the fragment names), which the parent kills.
+#[test]
+fn merger() {
+    let Ok(args) = std::env::var("VDS_FRAGMENT_MERGER") else { return };
+    let parts: Vec<&str> = args.split(',').collect();
+    let mut ds = Dataset::open_rw(parts[0]).unwrap();
+    ds.merge_fragments(&parts[1..]).unwrap();
+    ds.close().unwrap();
 }
 
 fn spawn(container: &std::path::Path, name: &str, w: u64, crash: bool) -> std::process::Child {
@@ -127,6 +139,67 @@ fn processes_write_fragments_that_one_merge_adopts() {
     assert_eq!(ds.external_slots(), ["part0.frag", "part1.frag", "part3.frag", "part4.frag", "redo2.frag"]);
     let report = ds.verify().unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
+}
+
+#[test]
+fn a_merge_killed_at_any_moment_leaves_the_container_before_or_after_it() {
+    let dir = Scratch::new("fragments-kill");
+    let path = dir.path("survey.vds");
+    create(&path);
+    let children: Vec<_> = (0..WORKERS).map(|w| spawn(&path, &format!("part{w}.frag"), w, false)).collect();
+    assert!(children.into_iter().all(|mut c| c.wait().unwrap().success()));
+    let names: Vec<String> = (0..WORKERS).map(|w| format!("part{w}.frag")).collect();
+    let mut files: Vec<(std::path::PathBuf, Vec<u8>)> = vec![(path.clone(), std::fs::read(&path).unwrap())];
+    files.extend(names.iter().map(|n| (dir.path(n), std::fs::read(dir.path(n)).unwrap())));
+    let restore = || files.iter().for_each(|(p, b)| std::fs::write(p, b).unwrap());
+    let merger = || {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "merger", "--test-threads", "1"])
+            .env("VDS_FRAGMENT_MERGER", format!("{},{}", path.display(), names.join(",")))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut reference = Vec::new();
+    for_each_index(&SHAPE, |x| reference.push(value(x[0], x[1], x[2])));
+    // One merge left to finish, timed (process start included).
+    let t0 = std::time::Instant::now();
+    assert!(merger().wait().unwrap().success());
+    let whole = t0.elapsed();
+    let full = Region::full(&SHAPE).unwrap();
+    // Then killed at moments spread over that time, and a bit beyond.
+    let (mut before, mut after, mut killed_running) = (0, 0, 0);
+    let kills = 30u32;
+    for i in 0..kills {
+        restore();
+        let mut child = merger();
+        std::thread::sleep(whole * i / (kills - 6));
+        if child.try_wait().unwrap().is_none() {
+            killed_running += 1;
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let mut ds = Dataset::open_rw(&path).unwrap_or_else(|e| panic!("kill {i}: the container does not open: {e}"));
+        let report = ds.verify().unwrap();
+        assert!(report.is_ok(), "kill {i}: {:?}", report.problems);
+        let got: Vec<f32> = ds.read_vec("amp", &full, Order::C).unwrap();
+        if ds.external_slots().is_empty() {
+            assert!(got.iter().all(|x| x.is_nan()), "kill {i}: no fragment adopted, yet data");
+            before += 1;
+        } else {
+            assert_eq!(ds.external_slots().len(), WORKERS as usize, "kill {i}: part of the fragments adopted");
+            assert!(got == reference, "kill {i}: adopted, but the volume differs");
+            after += 1;
+        }
+        // Merging again finishes the job, or finds it done.
+        let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let report = ds.merge_fragments(&name_refs).unwrap();
+        assert_eq!(report.merged.len() + report.skipped.len(), WORKERS as usize);
+        assert!(ds.read_vec::<f32>("amp", &full, Order::C).unwrap() == reference, "kill {i}: after merging again");
+    }
+    assert_eq!(before + after, kills);
+    eprintln!("merge killed {kills} times ({killed_running} while running, merge {whole:?}): {before} before, {after} after");
 }
 
 #[test]

@@ -8,12 +8,13 @@ use std::path::{Path, PathBuf};
 
 type Target = fn(&[u8]);
 
-const TARGETS: [(&str, Target); 5] = [
+const TARGETS: [(&str, Target); 6] = [
     ("descriptor", vds::fuzzing::descriptor),
     ("index_page", vds::fuzzing::index_page),
     ("codec", vds::fuzzing::codec),
     ("open_read", vds::fuzzing::open_read),
     ("mutate", vds::fuzzing::mutate),
+    ("merge", vds::fuzzing::merge),
 ];
 
 fn root() -> PathBuf {
@@ -66,6 +67,13 @@ fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
         out.push(("mutate", format!("seed-{i}"), m));
     }
     out.push(("open_read", "golden".into(), golden));
+    // Fragments: untouched, a flipped chunk byte, a flipped seal byte (raw and resealed), cut short.
+    out.push(("merge", "untouched".into(), vec![0]));
+    out.push(("merge", "chunk-byte".into(), vec![0, 40, 0, 0x10]));
+    for mode in [0u8, 1] {
+        out.push(("merge", format!("seal-byte-{mode}"), vec![mode, 0xf0, 0xff, 0x01]));
+    }
+    out.push(("merge", "truncated".into(), vec![0, 0xff, 0xff, 0]));
     out
 }
 
