@@ -629,6 +629,9 @@ pub struct Dataset {
     dedup: Option<HashMap<(u64, u32, u8), Entry>>,
     /// Set when this handle writes a fragment instead of the container.
     fragment: Option<Box<fragments::Fragment>>,
+    /// A reader's in-memory copy of the file's first body bytes, if any
+    /// (also behind `storage`).
+    prefix: Option<Arc<BodyPrefix>>,
 }
 
 /// The default of [`Dataset::set_cache_size`]: 64 MiB.
@@ -712,11 +715,17 @@ impl Dataset {
 
     /// Reads the head, the newest intact commit slot and the descriptor.
     fn load(storage: Arc<dyn Storage>, path: Option<PathBuf>, writable: bool, durability: Durability) -> Result<Dataset> {
-        let snap = Snapshot::read(&*storage)?;
+        let (snap, first) = Snapshot::read_keeping_prefix(&*storage)?;
         if writable && snap.read_only {
             return Err(Error::new(ErrorKind::ReadOnly, "the file uses a feature that this library can read but not write"));
         }
-        Ok(Dataset::from_snapshot(storage, path, writable, durability, snap))
+        // A reader keeps the body bytes the head search read (up to 64 KiB):
+        // a small file is then served without another read.
+        let prefix = if writable { None } else { BodyPrefix::new(storage.clone(), first, &snap.commit) };
+        let storage = prefix.clone().map_or(storage, |p| p as Arc<dyn Storage>);
+        let mut ds = Dataset::from_snapshot(storage, path, writable, durability, snap);
+        ds.prefix = prefix;
+        Ok(ds)
     }
 
     fn from_snapshot(storage: Arc<dyn Storage>, path: Option<PathBuf>, writable: bool, durability: Durability, snap: Snapshot) -> Dataset {
@@ -751,6 +760,7 @@ impl Dataset {
             dedup_enabled: true,
             dedup: None,
             fragment: None,
+            prefix: None,
         }
     }
 
@@ -1894,6 +1904,12 @@ struct Snapshot {
 
 impl Snapshot {
     fn read(storage: &dyn Storage) -> Result<Snapshot> {
+        Snapshot::read_keeping_prefix(storage).map(|(snap, _)| snap)
+    }
+
+    /// [`Snapshot::read`], also returning the file's first bytes as read
+    /// for this snapshot (empty when they had to be read again).
+    fn read_keeping_prefix(storage: &dyn Storage) -> Result<(Snapshot, Vec<u8>)> {
         let io = |what: &str| {
             let what = what.to_string();
             move |e| Error::io(format!("reading the {what}"), e)
@@ -1917,7 +1933,7 @@ impl Snapshot {
             let prefixed = Prefixed { inner: storage, prefix: if attempt == 0 { &first } else { &[] } };
             let commit = choose_slot(read_slots(&prefixed, head_len)?, head_len)?;
             match Snapshot::for_slot_checked(&prefixed, commit, line1, file_len) {
-                Ok(snap) => return Ok(snap),
+                Ok(snap) => return Ok((snap, if attempt == 0 { first } else { Vec::new() })),
                 Err(e) if attempt < 2 && e.kind() == ErrorKind::Corrupt => attempt += 1,
                 Err(e) => return Err(e),
             }
@@ -1978,6 +1994,66 @@ impl Storage for Prefixed<'_> {
     }
 }
 
+/// A reader's storage whose body bytes from the end of the commit slots up
+/// to the committed length it opened at are kept in memory: those bytes
+/// never change (SPEC.md 7.1), while the head and the slots, which a writer
+/// rewrites, are always read from the file.
+pub(crate) struct BodyPrefix {
+    inner: Arc<dyn Storage>,
+    /// The file's bytes from offset 0, of which those from `from` are served.
+    bytes: Vec<u8>,
+    from: u64,
+    /// Set while verifying: every read goes to the file.
+    bypass: std::sync::atomic::AtomicUsize,
+}
+
+impl BodyPrefix {
+    fn new(inner: Arc<dyn Storage>, mut bytes: Vec<u8>, commit: &CommitSlot) -> Option<Arc<BodyPrefix>> {
+        let from = commit.head_len + 2 * SLOT_SIZE;
+        bytes.truncate(usize::try_from(commit.file_len).unwrap_or(usize::MAX));
+        ((bytes.len() as u64) > from).then(|| Arc::new(BodyPrefix { inner, bytes, from, bypass: Default::default() }))
+    }
+
+    /// Sends every read to the file until the guard is dropped.
+    pub(crate) fn bypass(&self) -> impl Drop + '_ {
+        use std::sync::atomic::Ordering;
+        struct Guard<'a>(&'a std::sync::atomic::AtomicUsize);
+        impl Drop for Guard<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        self.bypass.fetch_add(1, Ordering::Relaxed);
+        Guard(&self.bypass)
+    }
+}
+
+impl Storage for BodyPrefix {
+    fn len(&self) -> std::io::Result<u64> {
+        self.inner.len()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        let served = offset >= self.from && self.bypass.load(std::sync::atomic::Ordering::Relaxed) == 0;
+        match start.checked_add(buf.len()).and_then(|end| self.bytes.get(start..end)).filter(|_| served) {
+            Some(src) => {
+                buf.copy_from_slice(src);
+                Ok(())
+            }
+            None => self.inner.read_at(offset, buf),
+        }
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.inner.write_at(offset, data)
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn sync(&self) -> std::io::Result<()> {
+        self.inner.sync()
+    }
+}
+
 /// Finds the version line and the head length by scanning for the second
 /// newline; also returns the first bytes it read (up to 64 KiB), which
 /// usually hold the commit slots too.
@@ -1987,23 +2063,28 @@ fn find_head(storage: &dyn Storage, file_len: u64) -> Result<(u64, u64, Vec<u8>)
     let limit = file_len.min(2 * MAX_DESCRIPTOR_BYTES + 2 * crate::commit::HEAD_ALIGN);
     let mut newlines = Vec::with_capacity(2);
     let mut first_line = Vec::new();
-    let mut first = Vec::new();
+    // The first read goes straight into `first` (sized to the file when it
+    // is small); a longer head is scanned through a second buffer.
+    let mut first = vec![0u8; STEP.min(limit) as usize];
+    let mut buf = Vec::new();
     let mut pos = 0u64;
-    let mut buf = vec![0u8; STEP as usize];
     while newlines.len() < 2 && pos < limit {
         let n = STEP.min(limit - pos) as usize;
-        storage.read_at(pos, &mut buf[..n]).map_err(|e| Error::io("reading the head", e))?;
+        let chunk = if pos == 0 {
+            &mut first[..n]
+        } else {
+            buf.resize(n, 0);
+            &mut buf[..n]
+        };
+        storage.read_at(pos, chunk).map_err(|e| Error::io("reading the head", e))?;
         if pos == 0 {
-            first_line = buf[..n.min(32)].to_vec();
-            first = buf[..n].to_vec();
+            first_line = chunk[..n.min(32)].to_vec();
         }
-        for (i, &b) in buf[..n].iter().enumerate() {
-            if b == b'\n' {
-                newlines.push(pos + i as u64);
-                if newlines.len() == 2 {
-                    break;
-                }
-            }
+        let mut from = 0;
+        while newlines.len() < 2 {
+            let Some(i) = chunk[from..].iter().position(|&b| b == b'\n') else { break };
+            newlines.push(pos + (from + i) as u64);
+            from += i + 1;
         }
         pos += n as u64;
     }

@@ -111,6 +111,8 @@ impl Dataset {
     /// # Errors
     /// As [`Dataset::verify`].
     pub fn verify_with_progress(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<VerifyReport> {
+        // Everything from the file itself, not from the copy a reader keeps.
+        let _from_file = self.prefix.as_ref().map(|p| p.bypass());
         let storage = &*self.storage;
         let c = &self.commit;
         let mut problems = Vec::new();
