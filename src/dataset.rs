@@ -1963,6 +1963,19 @@ fn read_slots(storage: &dyn Storage, head_len: u64) -> Result<[Result<CommitSlot
     Ok([CommitSlot::decode(&slots[..512], 0, head_len), CommitSlot::decode(&slots[512..], 1, head_len)])
 }
 
+/// Fills `buf` from `bytes` (the file's first bytes) when they hold the
+/// whole range, else from `file`.
+fn read_through(bytes: &[u8], offset: u64, buf: &mut [u8], file: &dyn Storage) -> std::io::Result<()> {
+    let start = usize::try_from(offset).unwrap_or(usize::MAX);
+    match start.checked_add(buf.len()).and_then(|end| bytes.get(start..end)) {
+        Some(src) => {
+            buf.copy_from_slice(src);
+            Ok(())
+        }
+        None => file.read_at(offset, buf),
+    }
+}
+
 /// A storage whose first bytes are already in memory (read-only use).
 struct Prefixed<'a> {
     inner: &'a dyn Storage,
@@ -1974,14 +1987,7 @@ impl Storage for Prefixed<'_> {
         self.inner.len()
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
-        let start = usize::try_from(offset).unwrap_or(usize::MAX);
-        match start.checked_add(buf.len()).and_then(|end| self.prefix.get(start..end)) {
-            Some(src) => {
-                buf.copy_from_slice(src);
-                Ok(())
-            }
-            None => self.inner.read_at(offset, buf),
-        }
+        read_through(self.prefix, offset, buf, self.inner)
     }
     fn write_at(&self, _: u64, _: &[u8]) -> std::io::Result<()> {
         Err(std::io::Error::other("read-only view"))
@@ -2033,15 +2039,8 @@ impl Storage for BodyPrefix {
         self.inner.len()
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
-        let start = usize::try_from(offset).unwrap_or(usize::MAX);
         let served = offset >= self.from && self.bypass.load(std::sync::atomic::Ordering::Relaxed) == 0;
-        match start.checked_add(buf.len()).and_then(|end| self.bytes.get(start..end)).filter(|_| served) {
-            Some(src) => {
-                buf.copy_from_slice(src);
-                Ok(())
-            }
-            None => self.inner.read_at(offset, buf),
-        }
+        read_through(if served { &self.bytes } else { &[] }, offset, buf, &*self.inner)
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
         self.inner.write_at(offset, data)
