@@ -10,7 +10,9 @@
 //! is allocated from the variable's chunk shape, not from the stored bytes.
 
 use crate::spec::{Codec, Compression, DType};
-use flate2::{Compress, Decompress, FlushCompress, FlushDecompress, Status};
+
+mod deflate;
+use deflate::{compress_shorter, inflate_exact};
 
 /// Codec byte: the compression id in the low 4 bits.
 pub(crate) const CODEC_NONE: u8 = 0;
@@ -64,11 +66,9 @@ pub(crate) fn encode(dtype: DType, codec: Codec, data: &[u8]) -> (u8, Vec<u8>) {
         raw = shuffle_bytes(&raw, esize);
     }
     // The output may not grow beyond the raw size: if it would, the chunk is stored raw.
-    let mut out = Vec::with_capacity(raw.len());
-    let mut z = Compress::new(flate2::Compression::new(u32::from(level)), true);
-    match z.compress_vec(&raw, &mut out, FlushCompress::Finish) {
-        Ok(Status::StreamEnd) if out.len() < raw.len() => (CODEC_DEFLATE | if shuffle { CODEC_SHUFFLE } else { 0 }, out),
-        _ => {
+    match compress_shorter(&raw, level) {
+        Some(out) => (CODEC_DEFLATE | if shuffle { CODEC_SHUFFLE } else { 0 }, out),
+        None => {
             if shuffle {
                 raw = unshuffle_bytes(&raw, esize);
             }
@@ -123,35 +123,6 @@ pub(crate) fn decode(dtype: DType, codec: u8, stored: &[u8], out: &mut [u8]) -> 
             }
         }
         other => return Err(format!("unknown compression id {other}")),
-    }
-    Ok(())
-}
-
-/// Inflates a zlib stream into exactly `out.len()` bytes: a stream that ends
-/// early, runs long, or has trailing bytes is an error. Output is bounded by
-/// `out`, so no input can make this allocate or write more.
-fn inflate_exact(input: &[u8], out: &mut [u8]) -> Result<(), String> {
-    let mut z = Decompress::new(true);
-    loop {
-        let (i, o) = (z.total_in() as usize, z.total_out() as usize);
-        let status =
-            z.decompress(&input[i..], &mut out[o..], FlushDecompress::Finish).map_err(|e| format!("deflate stream is invalid: {e}"))?;
-        if status == Status::StreamEnd {
-            break;
-        }
-        if z.total_in() as usize == i && z.total_out() as usize == o {
-            return Err(if o == out.len() {
-                format!("deflate stream holds more than the declared {} bytes", out.len())
-            } else {
-                format!("deflate stream ends after {o} of {} bytes", out.len())
-            });
-        }
-    }
-    if z.total_out() as usize != out.len() {
-        return Err(format!("deflate stream holds {} bytes, expected {}", z.total_out(), out.len()));
-    }
-    if z.total_in() as usize != input.len() {
-        return Err(format!("{} bytes after the end of the deflate stream", input.len() - z.total_in() as usize));
     }
     Ok(())
 }
@@ -214,6 +185,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "libdeflate is C, which miri cannot run")]
     fn codecs_round_trip() {
         let n = if cfg!(miri) { 300 } else { 4000 };
         let data: Vec<u8> = (0..n).flat_map(|i: u32| ((i / 7) as f32).to_le_bytes()).collect();
@@ -226,6 +198,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "libdeflate is C, which miri cannot run")]
     fn incompressible_data_is_stored_raw() {
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
         let data: Vec<u8> = (0..if cfg!(miri) { 512 } else { 4096 })
@@ -240,13 +213,12 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "libdeflate is C, which miri cannot run")]
     fn bombs_and_truncation_are_refused() {
         // Smaller under miri, which interprets every instruction of the inflater.
         const N: usize = if cfg!(miri) { 1 << 12 } else { 1 << 16 };
         let big = vec![0u8; N];
-        let mut z = Compress::new(flate2::Compression::new(9), true);
-        let mut bomb = Vec::with_capacity(N);
-        z.compress_vec(&big, &mut bomb, FlushCompress::Finish).unwrap();
+        let bomb = compress_shorter(&big, 9).unwrap();
         let mut out = vec![0u8; 1024];
         assert!(decode(DType::UInt8, CODEC_DEFLATE, &bomb, &mut out).unwrap_err().contains("more than"));
         let mut out = vec![0u8; 2 * N];
@@ -255,5 +227,45 @@ mod tests {
         assert!(decode(DType::UInt8, CODEC_DEFLATE, &bomb[..bomb.len() / 2], &mut out).is_err());
         assert!(decode(DType::UInt8, 0x07, &bomb, &mut out).is_err());
         assert!(decode(DType::UInt8, CODEC_NONE, &bomb, &mut out).is_err());
+    }
+
+    /// Streams agree with an independent zlib (zlib-rs through flate2) both
+    /// ways, at every level, and a damaged checksum or trailing byte is refused.
+    #[test]
+    #[cfg_attr(miri, ignore = "libdeflate is C, which miri cannot run")]
+    fn streams_agree_with_an_independent_zlib() {
+        use flate2::{Compress, Decompress, FlushCompress, FlushDecompress, Status};
+        let data: Vec<u8> = (0..20_000u32).flat_map(|i| (((i as f32) * 0.01).sin() * 1000.0).to_le_bytes()).collect();
+        for level in 0..=9u8 {
+            let (c, ours) = encode(DType::Float32, Codec::deflate(level).with_shuffle(false), &data);
+            if level == 0 {
+                assert_eq!(c, CODEC_NONE, "level 0 stores, so the stream is longer and the chunk is kept raw");
+                continue;
+            }
+            assert_eq!(c, CODEC_DEFLATE);
+            let mut z = Decompress::new(true);
+            let mut back = Vec::with_capacity(data.len() + 1);
+            assert_eq!(z.decompress_vec(&ours, &mut back, FlushDecompress::Finish).unwrap(), Status::StreamEnd);
+            assert_eq!(back, data, "level {level}: zlib-rs reads what libvds wrote");
+
+            let mut z = Compress::new(flate2::Compression::new(u32::from(level)), true);
+            let mut theirs = Vec::with_capacity(2 * data.len());
+            assert_eq!(z.compress_vec(&data, &mut theirs, FlushCompress::Finish).unwrap(), Status::StreamEnd);
+            let mut out = vec![0u8; data.len()];
+            decode(DType::Float32, CODEC_DEFLATE, &theirs, &mut out).unwrap();
+            assert_eq!(out, data, "level {level}: libvds reads what zlib-rs wrote");
+
+            let mut bad = theirs.clone();
+            *bad.last_mut().unwrap() ^= 1;
+            let e = decode(DType::Float32, CODEC_DEFLATE, &bad, &mut out).unwrap_err();
+            assert!(e.contains("Adler-32"), "{e}");
+            bad = theirs.clone();
+            bad.push(0);
+            let e = decode(DType::Float32, CODEC_DEFLATE, &bad, &mut out).unwrap_err();
+            assert_eq!(e, "1 bytes after the end of the deflate stream");
+            let mut short = vec![0u8; data.len() + 4];
+            let e = decode(DType::Float32, CODEC_DEFLATE, &theirs, &mut short).unwrap_err();
+            assert_eq!(e, format!("deflate stream holds {} bytes, expected {}", data.len(), data.len() + 4));
+        }
     }
 }
