@@ -84,6 +84,19 @@ _lib.vds_get_variable_info.restype = C.c_int32
 
 # vds_dtype codes, in the order of vds.h.
 DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64", "bool"]
+# Native-endian NumPy dtypes to codes (dtype.name takes microseconds; a dict lookup does not).
+_CODES = {np.dtype(n): i for i, n in enumerate(DTYPES)}
+
+
+def _code(dtype):
+    """The vds_dtype code of a NumPy dtype of either byte order, or -1 (which libvds refuses)."""
+    dt = np.dtype(dtype)
+    return _CODES.get(dt if dt.isnative else dt.newbyteorder("="), -1)
+
+
+def _native(a):
+    """`a` with its elements in the machine's byte order, as the C ABI takes them."""
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
 
 
 class VdsError(Exception):
@@ -99,8 +112,19 @@ def _check(status):
         raise VdsError(status, _lib.vds_last_error_message().decode("utf-8", "replace"))
 
 
+_ARRAY_TYPES = [C.c_uint64 * n for n in range(9)]  # up to 8 dimensions; building the type per call is slow
+
+
 def _arr(values):
-    return (C.c_uint64 * len(values))(*values)
+    n = len(values)
+    return (_ARRAY_TYPES[n] if n < len(_ARRAY_TYPES) else C.c_uint64 * n)(*values)
+
+
+def _pointer(a):
+    """The address of a NumPy array's data for a C call; byref of a ctypes view is 4x faster than `a.ctypes.data`."""
+    if a.nbytes and a.flags.c_contiguous and a.flags.writeable:
+        return C.byref(C.c_char.from_buffer(a))
+    return a.ctypes.data
 
 
 def _string(fn):
@@ -141,10 +165,14 @@ class Dataset:
         _check(_lib.vds_variable_find(self._h, var.encode(), C.byref(i)))
         return i.value
 
+    def _info(self, i):
+        v = VariableInfo()
+        _check(_lib.vds_get_variable_info(self._h, i, C.byref(v)))
+        return v
+
     def info(self, var):
         """dtype name, shape and chunk shape of a variable."""
-        v = VariableInfo()
-        _check(_lib.vds_get_variable_info(self._h, self._index(var), C.byref(v)))
+        v = self._info(self._index(var))
         n = v.ndim
         return {"dtype": DTYPES[v.dtype], "shape": tuple(v.shape[:n]), "chunk": tuple(v.chunk[:n])}
 
@@ -163,30 +191,37 @@ class Dataset:
                                       None if value is None else json.dumps(value).encode()))
 
     def read(self, var, start=None, shape=None, step=None, order="C", out=None):
-        """A region as a NumPy array (the whole variable by default)."""
+        """A region as a NumPy array (the whole variable by default). `out`, if given, must have the
+        region's shape and the variable's dtype and be C or Fortran contiguous; it is filled and returned."""
         i = self._index(var)
-        inf = self.info(i)
-        start = tuple(start or (0,) * len(inf["shape"]))
+        v = self._info(i)
+        nd = v.ndim
+        start = tuple(start or (0,) * nd)
         if shape is None:
-            st = step or (1,) * len(start)
-            shape = tuple((n - s + k - 1) // k for n, s, k in zip(inf["shape"], start, st))
-        dt = np.dtype(inf["dtype"])
+            full = v.shape[:nd]
+            shape = full if start == (0,) * nd and not step else \
+                tuple((n - s + k - 1) // k for n, s, k in zip(full, start, step or (1,) * nd))
         if out is None:
-            out = np.empty(shape, dtype=dt, order=order)
-        code = DTYPES.index(inf["dtype"])
-        _check(_lib.vds_read(self._h, i, code, _arr(start), _arr(shape), _arr(step) if step else None, len(start),
-                             0 if order == "C" else 1, out.ctypes.data, out.nbytes))
+            out = np.empty(shape, dtype=DTYPES[v.dtype], order=order)
+        else:
+            if tuple(out.shape) != tuple(shape) or out.dtype != np.dtype(DTYPES[v.dtype]):
+                raise ValueError(f"out is {out.dtype}{list(out.shape)}, the region is {DTYPES[v.dtype]}{list(shape)}")
+            if not (out.flags.c_contiguous or out.flags.f_contiguous):
+                raise ValueError("out must be C or Fortran contiguous")
+            order = "C" if out.flags.c_contiguous else "F"
+        _check(_lib.vds_read(self._h, i, v.dtype, _arr(start), _arr(shape), _arr(step) if step else None, len(start),
+                             0 if order == "C" else 1, _pointer(out), out.nbytes))
         return out
 
     def write(self, var, array, start=None, step=None):
         """Writes a NumPy array (C or Fortran contiguous) at `start`."""
         i = self._index(var)
-        a = np.asanyarray(array)
+        a = _native(np.asanyarray(array))
         order = 1 if (a.flags.f_contiguous and not a.flags.c_contiguous) else 0
         if order == 0:
             a = np.ascontiguousarray(a)
         start = tuple(start or (0,) * a.ndim)
-        code = DTYPES.index(a.dtype.name) if a.dtype.name in DTYPES else -1
+        code = _code(a.dtype)
         _check(_lib.vds_write(self._h, i, code, _arr(start), _arr(a.shape), _arr(step) if step else None, a.ndim, order,
                               a.ctypes.data, a.nbytes))
 
@@ -198,8 +233,8 @@ class Dataset:
     def append(self, var, axis, array):
         """Grows `axis` by the samples in `array` and writes them at its end; returns the first new index."""
         i = self._index(var)
-        a = np.ascontiguousarray(array)
-        code = DTYPES.index(a.dtype.name) if a.dtype.name in DTYPES else -1
+        a = np.ascontiguousarray(_native(np.asanyarray(array)))
+        code = _code(a.dtype)
         start = C.c_uint64()
         _check(_lib.vds_append(self._h, i, code, axis.encode(), 0, a.ctypes.data, a.nbytes, C.byref(start)))
         return start.value
@@ -267,7 +302,7 @@ def create(path, axes, variables, attributes=None, overwrite=False, sync=True, g
                 _check(_lib.vds_builder_set_axis_growable(b, name.encode(), 0))
         for name, dtype, ax, chunk, codec in variables:
             names = (C.c_char_p * len(ax))(*[a.encode() for a in ax])
-            _check(_lib.vds_builder_add_variable(b, name.encode(), DTYPES.index(np.dtype(dtype).name), names, len(ax),
+            _check(_lib.vds_builder_add_variable(b, name.encode(), _code(dtype), names, len(ax),
                                                  _arr(chunk) if chunk else None))
             if codec:
                 level = codec[1] if isinstance(codec, tuple) else 6

@@ -508,6 +508,10 @@ pub(crate) struct SlotJson {
     pub extra: Map<String, Value>,
 }
 
+/// A parsed and validated descriptor: the JSON, the axes, the variables, and
+/// whether an unknown `ro_compat` feature forbids writing.
+pub(crate) type Parsed = (DescriptorJson, Vec<Axis>, Vec<Variable>, bool);
+
 /// The descriptor, SPEC.md section 3.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub(crate) struct DescriptorJson {
@@ -938,7 +942,32 @@ impl DescriptorJson {
     /// Parses and validates descriptor bytes. Errors are `Corrupt` (malformed),
     /// `UnsupportedVersion` or `UnsupportedFeature`. `read_only` receives whether
     /// an unknown `ro_compat` feature forbids writing.
-    pub(crate) fn parse(bytes: &[u8]) -> Result<(DescriptorJson, Vec<Axis>, Vec<Variable>, bool)> {
+    pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed> {
+        // Opening many files of one schema parses the same bytes each time:
+        // the last few small descriptors parsed are kept with their result,
+        // which is a function of the bytes alone.
+        const KEEP: usize = 4;
+        const KEEP_BYTES: usize = 16 << 10;
+        static RECENT: std::sync::Mutex<Vec<(Vec<u8>, Parsed)>> = std::sync::Mutex::new(Vec::new());
+        let keep = bytes.len() <= KEEP_BYTES;
+        if keep {
+            if let Some((_, parsed)) = RECENT.lock().ok().as_deref().and_then(|r| r.iter().find(|(b, _)| b == bytes)) {
+                return Ok(parsed.clone());
+            }
+        }
+        let parsed = DescriptorJson::parse_uncached(bytes)?;
+        if keep {
+            if let Ok(mut recent) = RECENT.lock() {
+                if recent.len() == KEEP {
+                    recent.pop();
+                }
+                recent.insert(0, (bytes.to_vec(), parsed.clone()));
+            }
+        }
+        Ok(parsed)
+    }
+
+    fn parse_uncached(bytes: &[u8]) -> Result<Parsed> {
         let d: DescriptorJson = serde_json::from_slice(bytes).map_err(|e| descriptor_error(format!("not valid descriptor JSON: {e}")))?;
         // Version and features first: a newer file may legitimately fail the
         // checks below, and must then be reported as unsupported, not corrupt.
@@ -1264,6 +1293,31 @@ mod tests {
             let back = Scalar::from_json(&s.to_json()).unwrap();
             assert_eq!(format!("{back:?}"), format!("{s:?}"));
         }
+    }
+
+    /// Parsing is remembered for the last few descriptors: what comes back
+    /// is what parsing those bytes gives, however the calls interleave.
+    #[test]
+    fn remembered_descriptors_parse_as_their_bytes() {
+        let desc = |n: u64| {
+            format!(
+                r#"{{"format":"vds","version":[1,2],"features":{{"compat":[],"ro_compat":[],"incompat":[]}},"axes":[{{"name":"x","unit":"","samples":{n},"first":0.0,"last":1.0}}],"variables":[{{"name":"v","unit":"","dtype":"int64","axes":["x"],"chunk":[1],"fill":0,"codec":{{"id":"none","shuffle":false}},"attributes":{{}}}}],"slots":[],"attributes":{{"n":{n}}}}}"#
+            )
+        };
+        let shown = |p: &Parsed| format!("{:?} {:?} {:?} {}", p.0, p.1, p.2, p.3);
+        for round in 0..3 {
+            for n in (2..9).chain([3, 2, 8]) {
+                let bytes = desc(n).into_bytes();
+                let parsed = DescriptorJson::parse(&bytes).unwrap();
+                assert_eq!(parsed.1[0].samples, n, "round {round}");
+                assert_eq!(shown(&parsed), shown(&DescriptorJson::parse_uncached(&bytes).unwrap()));
+            }
+        }
+        // Damage to a remembered descriptor is seen: the bytes differ.
+        let mut bad = desc(3).into_bytes();
+        let at = bad.len() - 3;
+        bad[at] = b'x';
+        assert_eq!(DescriptorJson::parse(&bad).unwrap_err().kind(), ErrorKind::Corrupt);
     }
 
     #[test]
