@@ -232,8 +232,8 @@ pub(crate) fn fill_block(spans: &[Span], value: &[u8], dst: &mut [u8], dst0: usi
     let esize = value.len();
     let spans = coalesce(spans);
     for_each_run(&spans, 0, dst0, |_, d, inner| {
-        if esize == 1 && inner.dst == 1 {
-            dst[d..d + inner.count].fill(value[0]);
+        if inner.dst == 1 {
+            fill_run(&mut dst[d * esize..(d + inner.count) * esize], value);
         } else {
             for i in 0..inner.count {
                 let b = (d + i * inner.dst) * esize;
@@ -241,6 +241,24 @@ pub(crate) fn fill_block(spans: &[Span], value: &[u8], dst: &mut [u8], dst0: usi
             }
         }
     });
+}
+
+/// Fills `run` with copies of the element `value`: a byte fill when all its
+/// bytes are equal (zero, say), else one copy doubled until the run is full,
+/// so that a chunk-sized run is a few large copies, not one per element.
+fn fill_run(run: &mut [u8], value: &[u8]) {
+    if value.iter().all(|&b| b == value[0]) {
+        run.fill(value[0]);
+        return;
+    }
+    let Some(first) = run.get_mut(..value.len()) else { return };
+    first.copy_from_slice(value);
+    let mut done = value.len();
+    while done < run.len() {
+        let n = done.min(run.len() - done);
+        run.copy_within(..n, done);
+        done += n;
+    }
 }
 
 /// Whether every element of a strided block of `src` equals the block's first element.
@@ -308,6 +326,21 @@ mod tests {
         assert_eq!(dst, vec![0, 9, 1, 4, 9, 5]);
         assert!(block_is_constant(&[Span { count: 2, src: 3, dst: 0 }], 1, &dst, 1));
         assert!(!block_is_constant(&[Span { count: 3, src: 1, dst: 0 }], 1, &dst, 0));
+    }
+
+    #[test]
+    fn fills_write_every_element_of_the_block_and_nothing_else() {
+        for value in [&[7u8, 1, 2, 3][..], &[0, 0, 0, 0], &[5, 5], &[1, 2, 3, 4, 5, 6, 7, 8], &[9]] {
+            let e = value.len();
+            // A 3 x 37 block, contiguous rows, in a 4 x 40 buffer at row 1, column 2.
+            let spans = [Span { count: 3, src: 0, dst: 40 }, Span { count: 37, src: 0, dst: 1 }];
+            let mut dst = vec![0xAAu8; 4 * 40 * e];
+            fill_block(&spans, value, &mut dst, 42);
+            for (i, el) in dst.chunks_exact(e).enumerate() {
+                let inside = (1..4).contains(&(i / 40)) && (2..39).contains(&(i % 40));
+                assert_eq!(el, if inside { value.to_vec() } else { vec![0xAA; e] }, "element {i} of {value:?}");
+            }
+        }
     }
 
     #[test]
