@@ -50,7 +50,14 @@ with vds.open(path) as ds:
     assert got.dtype == np.float64 and np.array_equal(got, ref)
     out = np.zeros((6, 10), np.float64, order="F")
     assert ds.read("v", out=out) is out and np.array_equal(out, ref)
-    checks += 2
+    for bad in (np.frombuffer(bytes(480), np.float64).reshape(6, 10), np.zeros((6, 9)), np.zeros((6, 10), np.float32),
+                np.zeros((6, 20))[:, ::2]):
+        try:
+            ds.read("v", out=bad)
+            raise AssertionError("a read-only, misshapen, mistyped or strided out must raise")
+        except ValueError:
+            pass
+    checks += 3
 
 path = os.path.join(d, "attrs.vds")
 with vds.create(path, axes=[("x", 10)], variables=[("v", "float32", ["x"], None, None)], attributes={"survey": "py"}) as ds:

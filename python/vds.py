@@ -192,7 +192,8 @@ class Dataset:
 
     def read(self, var, start=None, shape=None, step=None, order="C", out=None):
         """A region as a NumPy array (the whole variable by default). `out`, if given, must have the
-        region's shape and the variable's dtype and be C or Fortran contiguous; it is filled and returned."""
+        region's shape and the variable's dtype and be writeable and C or Fortran contiguous; it is filled
+        and returned."""
         i = self._index(var)
         v = self._info(i)
         nd = v.ndim
@@ -208,6 +209,8 @@ class Dataset:
                 raise ValueError(f"out is {out.dtype}{list(out.shape)}, the region is {DTYPES[v.dtype]}{list(shape)}")
             if not (out.flags.c_contiguous or out.flags.f_contiguous):
                 raise ValueError("out must be C or Fortran contiguous")
+            if not out.flags.writeable:
+                raise ValueError("out is read-only")
             order = "C" if out.flags.c_contiguous else "F"
         _check(_lib.vds_read(self._h, i, v.dtype, _arr(start), _arr(shape), _arr(step) if step else None, len(start),
                              0 if order == "C" else 1, _pointer(out), out.nbytes))

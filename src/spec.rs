@@ -945,29 +945,37 @@ impl DescriptorJson {
     pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed> {
         // Opening many files of one schema parses the same bytes each time:
         // the last few small descriptors parsed are kept with their result,
-        // which is a function of the bytes alone.
+        // which is a function of the bytes alone. Only results of a few
+        // layers are kept (a short descriptor can declare many levels and
+        // partitionings, each a variable in memory), and a hit is copied
+        // after the lock is released.
         const KEEP: usize = 4;
         const KEEP_BYTES: usize = 16 << 10;
-        static RECENT: std::sync::Mutex<Vec<(Vec<u8>, Parsed)>> = std::sync::Mutex::new(Vec::new());
+        const KEEP_LAYERS: usize = 64;
+        type Recent = Vec<(Vec<u8>, std::sync::Arc<Parsed>)>;
+        static RECENT: std::sync::Mutex<Recent> = std::sync::Mutex::new(Vec::new());
         let keep = bytes.len() <= KEEP_BYTES;
         if keep {
-            if let Some((_, parsed)) = RECENT.lock().ok().as_deref().and_then(|r| r.iter().find(|(b, _)| b == bytes)) {
-                return Ok(parsed.clone());
+            let hit = RECENT.lock().ok().and_then(|r| r.iter().find(|(b, _)| b == bytes).map(|(_, p)| p.clone()));
+            if let Some(parsed) = hit {
+                return Ok((*parsed).clone());
             }
         }
         let parsed = DescriptorJson::parse_uncached(bytes)?;
-        if keep {
+        if keep && parsed.2.iter().map(|v| 1 + v.layers.len()).sum::<usize>() <= KEEP_LAYERS {
+            let kept = std::sync::Arc::new(parsed.clone());
             if let Ok(mut recent) = RECENT.lock() {
-                if recent.len() == KEEP {
-                    recent.pop();
+                if !recent.iter().any(|(b, _)| b == bytes) {
+                    recent.truncate(KEEP - 1);
+                    recent.insert(0, (bytes.to_vec(), kept));
                 }
-                recent.insert(0, (bytes.to_vec(), parsed.clone()));
             }
         }
         Ok(parsed)
     }
 
-    fn parse_uncached(bytes: &[u8]) -> Result<Parsed> {
+    /// [`DescriptorJson::parse`] without the memo.
+    pub(crate) fn parse_uncached(bytes: &[u8]) -> Result<Parsed> {
         let d: DescriptorJson = serde_json::from_slice(bytes).map_err(|e| descriptor_error(format!("not valid descriptor JSON: {e}")))?;
         // Version and features first: a newer file may legitimately fail the
         // checks below, and must then be reported as unsupported, not corrupt.

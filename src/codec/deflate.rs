@@ -3,22 +3,19 @@
 //! this format's chunks libdeflate inflates 1.4x to 1.7x faster than zlib-rs
 //! and deflates faster and smaller at level 1 (bench/RESULTS.md).
 //!
-//! Each thread keeps one decompressor and one compressor (for the last level
-//! it used), so encoding and decoding allocate nothing beyond their output.
+//! Each thread keeps one decompressor and one compressor per level it has
+//! used, so encoding and decoding allocate nothing beyond their output.
 
 use libdeflate_sys as sys;
 use std::cell::RefCell;
 use std::ptr::NonNull;
 
-struct Compressor {
-    level: u8,
-    p: NonNull<sys::libdeflate_compressor>,
-}
+struct Compressor(NonNull<sys::libdeflate_compressor>);
 
 impl Drop for Compressor {
     fn drop(&mut self) {
         // SAFETY: `p` came from libdeflate_alloc_compressor and is freed once, here.
-        unsafe { sys::libdeflate_free_compressor(self.p.as_ptr()) }
+        unsafe { sys::libdeflate_free_compressor(self.0.as_ptr()) }
     }
 }
 
@@ -32,7 +29,8 @@ impl Drop for Decompressor {
 }
 
 thread_local! {
-    static COMPRESSOR: RefCell<Option<Compressor>> = const { RefCell::new(None) };
+    /// One compressor per level (0..=9), made when first used.
+    static COMPRESSORS: RefCell<[Option<Compressor>; 10]> = const { RefCell::new([const { None }; 10]) };
     static DECOMPRESSOR: RefCell<Option<Decompressor>> = const { RefCell::new(None) };
 }
 
@@ -43,20 +41,21 @@ pub(super) fn compress_shorter(input: &[u8], level: u8) -> Option<Vec<u8>> {
     if input.len() < 2 {
         return None;
     }
-    COMPRESSOR.with(|cell| {
+    COMPRESSORS.with(|cell| {
         let mut cell = cell.borrow_mut();
-        if cell.as_ref().is_none_or(|c| c.level != level) {
+        let slot = cell.get_mut(usize::from(level))?;
+        if slot.is_none() {
             // SAFETY: plain allocation; a null result (out of memory) is handled.
             let p = unsafe { sys::libdeflate_alloc_compressor(i32::from(level)) };
-            *cell = Some(Compressor { level, p: NonNull::new(p)? });
+            *slot = Some(Compressor(NonNull::new(p)?));
         }
-        let c = cell.as_ref()?;
+        let c = slot.as_ref()?;
         let mut out: Vec<u8> = Vec::with_capacity(input.len() - 1);
         // SAFETY: libdeflate reads `input.len()` bytes of `input` and writes at
         // most `out.capacity()` bytes into `out`'s spare capacity, returning how
         // many (0 when the result does not fit).
         let n = unsafe {
-            sys::libdeflate_zlib_compress(c.p.as_ptr(), input.as_ptr().cast(), input.len(), out.as_mut_ptr().cast(), out.capacity())
+            sys::libdeflate_zlib_compress(c.0.as_ptr(), input.as_ptr().cast(), input.len(), out.as_mut_ptr().cast(), out.capacity())
         };
         if n == 0 || n >= input.len() {
             return None;
@@ -95,10 +94,15 @@ pub(super) fn inflate_exact(input: &[u8], out: &mut [u8]) -> Result<(), String> 
         };
         match r {
             sys::libdeflate_result_LIBDEFLATE_SUCCESS => {}
+            // libdeflate reads a truncated stream as if zeros followed, so
+            // either error can also mean that the stream was cut short.
             sys::libdeflate_result_LIBDEFLATE_INSUFFICIENT_SPACE => {
-                return Err(format!("deflate stream holds more than the declared {} bytes", out.len()))
+                return Err(format!(
+                    "deflate stream does not decode to the declared {} bytes (it holds more, or is truncated or damaged)",
+                    out.len()
+                ))
             }
-            _ => return Err("deflate stream is invalid (bad header, block or Adler-32 checksum)".into()),
+            _ => return Err("deflate stream is truncated or damaged (bad header, block or Adler-32 checksum)".into()),
         }
         if used_out != out.len() {
             return Err(format!("deflate stream holds {used_out} bytes, expected {}", out.len()));
