@@ -25,6 +25,13 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// Waits until the files written so far are on disk, so that the kernel's
+/// writeback of them does not run during the reads timed next.
+fn settle() {
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() }
+}
+
 /// Runs `f` `reps` times and returns the median seconds.
 fn time(reps: usize, mut f: impl FnMut()) -> f64 {
     median(
@@ -102,6 +109,7 @@ fn suite_a(o: &Opts) {
         let raw: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         let floor_w = time(3, || (0..n).for_each(|i| plain_write(&dir.join(format!("p{i}.bin")), &raw)));
         let mut buf = Vec::new();
+        settle();
         let floor_r = time(3, || (0..n).for_each(|i| plain_read(&dir.join(format!("p{i}.bin")), &mut buf)));
         let len = values.len() as u64;
         let w = time(3, || {
@@ -117,6 +125,7 @@ fn suite_a(o: &Opts) {
                 ds.close().unwrap();
             }
         });
+        settle();
         let r = time(3, || {
             for i in 0..n {
                 let ds = Dataset::open(dir.join(format!("v{i}.vds"))).unwrap();
@@ -136,6 +145,7 @@ fn suite_a(o: &Opts) {
     let raw = unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), data.len() * 8) };
     let floor_w = time(3, || plain_write(&dir.join("large.bin"), raw));
     let mut buf = Vec::with_capacity(raw.len());
+    settle();
     let floor_r = time(3, || plain_read(&dir.join("large.bin"), &mut buf));
     let shape = [planes as u64, 1000, 1000];
     let w = time(3, || {
@@ -152,6 +162,7 @@ fn suite_a(o: &Opts) {
         ds.close().unwrap();
     });
     let mut out = vec![0f64; count];
+    settle();
     let r = time(3, || {
         let ds = Dataset::open(dir.join("large.vds")).unwrap();
         ds.read("v", &Region::full(&shape).unwrap(), Order::C, &mut out).unwrap();
@@ -188,6 +199,7 @@ fn suite_b(o: &Opts) {
     let raw = as_bytes(&vol);
     let floor_w = time(3, || plain_write(&dir.join("vol.bin"), raw));
     let mut buf = Vec::with_capacity(raw.len());
+    settle();
     let floor_r = time(3, || plain_read(&dir.join("vol.bin"), &mut buf));
     let nn = n as u64;
     let shape = [nn, nn, nn];
@@ -217,6 +229,7 @@ fn suite_b(o: &Opts) {
         t.row("full write", w, raw.len() as u64, disk(&path), floor_w);
         // Each timed read opens the file afresh: the OS cache is warm, libvds's chunk cache is not.
         let mut out = vec![0f32; vol.len()];
+        settle();
         let r = time(3, || Dataset::open(&path).unwrap().read("v", &Region::full(&shape).unwrap(), Order::C, &mut out).unwrap());
         assert!(out == vol);
         t.row("full read", r, raw.len() as u64, 0, floor_r);
@@ -240,6 +253,7 @@ fn suite_b(o: &Opts) {
         let tiled = dir.join("tiled.vds");
         let wt = time(1, || write_volume(&tiled, true));
         t.row("full write, bricks + tiles across each axis", wt, raw.len() as u64, disk(&tiled), floor_w);
+        settle();
         let mut tile_ratios = Vec::new();
         for (axis, from_bricks) in brick_slices.iter().enumerate() {
             let s = time_slice(&tiled, axis);
@@ -292,6 +306,7 @@ fn suite_c(o: &Opts) {
     ds.close().unwrap();
     let build = t0.elapsed().as_secs_f64();
     let last = Region::new(&[chunks * 4 - 4], &[4]).unwrap();
+    settle();
     let lat = time(101, || {
         let ds = Dataset::open(&path).unwrap();
         let v: Vec<i32> = ds.read_vec("v", &last, Order::C).unwrap();

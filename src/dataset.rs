@@ -1048,6 +1048,67 @@ impl Dataset {
         if self.check_request(var, region, out.len())? == 0 {
             return Ok(());
         }
+        match self.split_by_chunk_rows(var, region, order, out.len()) {
+            Some(parts) => self.read_parts(var, &parts, order, out),
+            None => self.read_part(var, region, order, out, true),
+        }
+    }
+
+    /// A large read cut along its outermost axis (in `order`) at chunk
+    /// boundaries into one part per core: each part is a contiguous piece
+    /// of the caller's buffer and its own set of chunks, so the cores read,
+    /// decode and copy out at once. None when the read is small, strided
+    /// along that axis, or spans a single chunk row.
+    fn split_by_chunk_rows(&self, var: &Variable, region: &Region, order: Order, bytes: usize) -> Option<Vec<(Region, usize)>> {
+        let workers = cores();
+        let axis = if order == Order::C { 0 } else { region.ndim() - 1 };
+        let (start, count) = (region.start()[axis], region.shape()[axis]);
+        if workers < 2 || bytes < 2 * PARALLEL_MIN_BYTES || region.step()[axis] != 1 {
+            return None;
+        }
+        let c = var.chunk[axis];
+        let rows = (start + count).div_ceil(c) - start / c;
+        if rows < 2 {
+            return None;
+        }
+        let per_index = bytes / count as usize;
+        let mut parts = Vec::new();
+        let mut from = start;
+        for k in 1..=workers as u64 {
+            // The first `k` of `workers` shares of the chunk rows end here.
+            let to = ((start / c + rows * k / workers as u64) * c).clamp(from, start + count);
+            if to > from {
+                let mut s = region.start().to_vec();
+                let mut n = region.shape().to_vec();
+                s[axis] = from;
+                n[axis] = to - from;
+                parts.push((Region::new(&s, &n).ok()?.with_step(region.step()).ok()?, (to - from) as usize * per_index));
+                from = to;
+            }
+        }
+        (parts.len() > 1).then_some(parts)
+    }
+
+    /// Reads the parts of [`Dataset::split_by_chunk_rows`] on one thread each.
+    fn read_parts(&self, var: &Variable, parts: &[(Region, usize)], order: Order, out: &mut [u8]) -> Result<()> {
+        std::thread::scope(|s| {
+            let mut rest = out;
+            let mut running = Vec::new();
+            for (region, len) in parts {
+                let (mine, others) = std::mem::take(&mut rest).split_at_mut(*len);
+                rest = others;
+                running.push(s.spawn(move || self.read_part(var, region, order, mine, false)));
+            }
+            // The scope joins any thread left when one part fails.
+            running
+                .into_iter()
+                .try_for_each(|t| t.join().unwrap_or_else(|_| Err(Error::new(ErrorKind::Internal, "a read thread panicked"))))
+        })
+    }
+
+    /// Reads a checked region of one layer into `out`, decoding stored chunks
+    /// on several cores when `parallel` and there is enough to decode.
+    fn read_part(&self, var: &Variable, region: &Region, order: Order, out: &mut [u8], parallel: bool) -> Result<()> {
         let esize = var.esize();
         // Fill and constant chunks are written at once; stored ones are gathered
         // so that those not in the cache can be decoded on several cores.
@@ -1072,7 +1133,7 @@ impl Dataset {
             let cache = self.cache_lock();
             stored.iter().filter(|(_, _, e)| matches!(e, Entry::Stored { slot, offset, length, crc, .. } if !cache.contains(&chunk_id(var, *slot, *offset, *length, *crc)))).count()
         };
-        let workers = if uncached * var.chunk_elems * esize < PARALLEL_MIN_BYTES { 1 } else { cores().min(uncached) };
+        let workers = if !parallel || uncached * var.chunk_elems * esize < PARALLEL_MIN_BYTES { 1 } else { cores().min(uncached) };
         if workers < 2 {
             for (coords, plan, e) in &stored {
                 let data = self.chunk_data(var, coords, *e)?;

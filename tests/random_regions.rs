@@ -145,5 +145,21 @@ fn multi_megabyte_regions_take_the_parallel_paths_and_match() {
     assert_eq!(ds.read_vec::<f32>("v", &Region::full(&shape).unwrap(), Order::C).unwrap(), want);
     let got: Vec<f32> = ds.read_vec("v", &Region::full(&shape).unwrap(), Order::Fortran).unwrap();
     assert_eq!(got, extract(&want, &shape, &[0, 0, 0], &shape, &[1, 1, 1], true));
+    // Reads of 2 MiB and more are cut into one part per core along their
+    // outermost axis (in the read's order) at chunk boundaries: offset
+    // regions, steps on the other axes, and a step on the outermost axis
+    // (which is read whole), in both orders.
+    for (start, count, step, fortran) in [
+        ([3u64, 2, 1], [125u64, 97, 44], [1u64, 1, 2], false),
+        ([3, 2, 1], [64, 97, 88], [2, 1, 1], true),
+        ([3, 2, 1], [64, 97, 88], [2, 1, 1], false),
+        ([0, 0, 0], [127, 100, 89], [1, 1, 1], true),
+    ] {
+        let region = Region::new(&start, &count).unwrap().with_step(&step).unwrap();
+        let order = if fortran { Order::Fortran } else { Order::C };
+        let got: Vec<f32> = ds.read_vec("v", &region, order).unwrap();
+        assert!(got.len() * 4 >= 2 << 20, "{count:?} is large enough to be cut");
+        assert_eq!(got, extract(&want, &shape, &start, &count, &step, fortran), "{start:?} {count:?} {step:?} {order:?}");
+    }
     assert_eq!(ds.stats().unwrap().stored_chunks, 5 * 4 * 3);
 }
