@@ -20,11 +20,44 @@ pub(crate) struct ChunkCache {
     order: VecDeque<ChunkId>,
     bytes: usize,
     capacity: usize,
+    /// Buffers of evicted chunks that nothing else held, for the next
+    /// chunks read: a read larger than the cache then reuses a few buffers
+    /// instead of allocating, faulting in and freeing one per chunk.
+    spare: Vec<Vec<u8>>,
 }
+
+/// The most evicted buffers kept for reuse; together they also stay within
+/// a quarter of the capacity.
+const SPARE_BUFFERS: usize = 4;
 
 impl ChunkCache {
     pub(crate) fn new(capacity: usize) -> ChunkCache {
-        ChunkCache { map: HashMap::new(), order: VecDeque::new(), bytes: 0, capacity }
+        ChunkCache { map: HashMap::new(), order: VecDeque::new(), bytes: 0, capacity, spare: Vec::new() }
+    }
+
+    /// An empty buffer for a chunk of `n` bytes: a kept one that is large
+    /// enough, or a new one.
+    pub(crate) fn take_spare(&mut self, n: usize) -> Vec<u8> {
+        match self.spare.iter().position(|b| b.capacity() >= n) {
+            Some(i) => self.spare.swap_remove(i),
+            None => Vec::new(),
+        }
+    }
+
+    /// Drops the oldest entry, keeping its buffer when nothing else holds it.
+    fn evict_oldest(&mut self) -> bool {
+        let Some(old) = self.order.pop_front() else { return false };
+        if let Some(d) = self.map.remove(&old) {
+            self.bytes -= d.len();
+            if let Ok(mut buf) = Arc::try_unwrap(d) {
+                let kept: usize = self.spare.iter().map(Vec::capacity).sum();
+                if self.spare.len() < SPARE_BUFFERS && kept + buf.capacity() <= self.capacity / 4 {
+                    buf.clear();
+                    self.spare.push(buf);
+                }
+            }
+        }
+        true
     }
 
     pub(crate) fn get(&self, id: &ChunkId) -> Option<Arc<Vec<u8>>> {
@@ -40,12 +73,7 @@ impl ChunkCache {
         if data.len() > self.capacity || self.map.contains_key(&id) {
             return;
         }
-        while self.bytes + data.len() > self.capacity {
-            let Some(old) = self.order.pop_front() else { break };
-            if let Some(d) = self.map.remove(&old) {
-                self.bytes -= d.len();
-            }
-        }
+        while self.bytes + data.len() > self.capacity && self.evict_oldest() {}
         self.bytes += data.len();
         self.order.push_back(id);
         self.map.insert(id, data);
@@ -56,17 +84,14 @@ impl ChunkCache {
         self.map.clear();
         self.order.clear();
         self.bytes = 0;
+        self.spare.clear();
     }
 
     /// Changes the capacity, evicting as needed (0 disables the cache).
     pub(crate) fn resize(&mut self, capacity: usize) {
         self.capacity = capacity;
-        while self.bytes > self.capacity {
-            let Some(old) = self.order.pop_front() else { break };
-            if let Some(d) = self.map.remove(&old) {
-                self.bytes -= d.len();
-            }
-        }
+        while self.bytes > self.capacity && self.evict_oldest() {}
+        self.spare.clear();
     }
 }
 
@@ -88,5 +113,25 @@ mod tests {
         assert!(!c.contains(&(0, 9, 1, 1, 0, 101)));
         c.resize(0);
         assert_eq!((c.bytes, c.map.len()), (0, 0));
+    }
+
+    #[test]
+    fn evicted_buffers_are_reused_within_bounds() {
+        let mut c = ChunkCache::new(1000);
+        let held = Arc::new(vec![7u8; 100]);
+        c.insert((0, 0, 1, 1, 0, 100), held.clone());
+        for i in 1..20u64 {
+            c.insert((0, i, 1, 1, 0, 100), Arc::new(vec![i as u8; 100]));
+        }
+        // Eleven were evicted; the one still held elsewhere was not kept, and
+        // at most 4 buffers of at most 250 bytes in all were.
+        assert_eq!(c.bytes, 1000);
+        assert_eq!(c.spare.len(), 2);
+        assert_eq!(*held, vec![7u8; 100]);
+        let b = c.take_spare(100);
+        assert!(b.is_empty() && b.capacity() >= 100);
+        assert_eq!(c.take_spare(101).capacity(), 0, "none large enough: a new buffer");
+        c.resize(500);
+        assert!(c.spare.is_empty() && c.bytes <= 500);
     }
 }

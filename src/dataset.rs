@@ -1375,7 +1375,9 @@ impl Dataset {
 
     /// The most bytes of decoded chunks kept for later reads (64 MiB by
     /// default; 0 turns the cache off). Repeated reads of small regions of
-    /// compressed chunks then decode each chunk once.
+    /// compressed chunks then decode each chunk once. Besides, up to four
+    /// buffers of evicted chunks, within a quarter of this size, are kept for
+    /// the next chunks read.
     ///
     /// The same bound applies, separately, to the write-back buffer: chunks
     /// written in part are held decoded until the commit, so that repeated
@@ -1402,7 +1404,7 @@ impl Dataset {
         if let Some(c) = self.cache_lock().get(&id) {
             return Ok(c);
         }
-        let mut buf = Vec::new();
+        let mut buf = self.cache_lock().take_spare(var.chunk_elems * var.esize());
         self.load_stored(var, coords, entry, &mut buf)?;
         let data = Arc::new(buf);
         self.cache_lock().insert(id, data.clone());

@@ -300,7 +300,8 @@ pub extern "C" fn vds_set_memory_limit(ds: *mut vds_dataset, bytes: u64) -> vds_
 }
 
 /// Sets the most bytes of decoded chunks kept for later reads (64 MiB by
-/// default; 0 turns the cache off), and, separately, the most bytes of
+/// default; 0 turns the cache off; up to four buffers of evicted chunks,
+/// within a quarter of it, are kept besides for reuse), and, separately, the most bytes of
 /// chunks written in part that are held in memory until the commit, so that
 /// repeated small writes to one chunk read and store it once (0 stores every
 /// partial write at once).
