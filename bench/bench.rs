@@ -203,7 +203,9 @@ fn suite_b(o: &Opts) {
     let floor_r = time(3, || plain_read(&dir.join("vol.bin"), &mut buf));
     let nn = n as u64;
     let shape = [nn, nn, nn];
-    for (label, codec) in [("uncompressed", Codec::NONE), ("deflate level 1 + shuffle", Codec::deflate(1))] {
+    let codecs =
+        [("uncompressed", Codec::NONE), ("deflate level 1 + shuffle", Codec::deflate(1)), ("zstd level 1 + shuffle", Codec::zstd(1))];
+    for (label, codec) in codecs {
         let mut t = Table::new(&format!("(b) {n}^3 float32 volume, 64^3 chunks, {label}"));
         let path = dir.join("vol.vds");
         // The volume in 64^3 bricks, and with `tiles` also in 2-D tiles across each pair of axes.

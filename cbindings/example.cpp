@@ -21,6 +21,7 @@ int main(int argc, char **argv) {
                                   .variable("amplitude", VDS_FLOAT32, {"inline", "crossline", "time"}, {8, 8, 8})
                                   .variable("live", VDS_BOOL, {"inline", "crossline"})
                                   .deflate("amplitude", 6)
+                                  .zstd("live", 3)
                                   .fill("amplitude", -1.0f)
                                   .attribute("source", "\"example.cpp\"")
                                   .overwrite()

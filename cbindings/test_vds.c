@@ -151,6 +151,7 @@ static vds_dataset *create_dataset(const char *path) {
     OK(vds_builder_set_fill(b, "amplitude", (const uint8_t *)&fill, sizeof fill));
     OK(vds_builder_set_fill(b, "count", (const uint8_t *)&ifill, sizeof ifill));
     OK(vds_builder_set_codec(b, "amplitude", VDS_COMPRESSION_DEFLATE, 6, true));
+    OK(vds_builder_set_codec(b, "count", VDS_COMPRESSION_ZSTD, 3, true));
     OK(vds_builder_set_unit(b, "amplitude", "Pa"));
     OK(vds_builder_set_attribute(b, NULL, "survey", "\"C test\""));
     OK(vds_builder_set_attribute(b, "amplitude", "scale", "{\"factor\": 0.5}"));
@@ -173,6 +174,8 @@ static vds_dataset *create_dataset(const char *path) {
     EXPECT(vds_builder_set_fill(b, "amplitude", (const uint8_t *)vol_chunk, 9), VDS_ERR_INVALID_ARGUMENT, "at most 8");
     EXPECT(vds_builder_set_codec(b, "amplitude", VDS_COMPRESSION_DEFLATE, 12, true), VDS_ERR_INVALID_ARGUMENT, "level 12");
     EXPECT(vds_builder_set_codec(b, "amplitude", 7, 1, true), VDS_ERR_INVALID_ARGUMENT, "unknown compression 7");
+    EXPECT(vds_builder_set_codec(b, "count", VDS_COMPRESSION_ZSTD, 0, true), VDS_ERR_INVALID_ARGUMENT, "zstd level 0 is not in 1..22");
+    EXPECT(vds_builder_set_codec(b, "count", VDS_COMPRESSION_ZSTD, 23, true), VDS_ERR_INVALID_ARGUMENT, "zstd level 23");
     EXPECT(vds_builder_set_attribute(b, NULL, "k", "{not json"), VDS_ERR_INVALID_ARGUMENT, "malformed JSON");
     EXPECT(vds_builder_set_durability(b, 5), VDS_ERR_INVALID_ARGUMENT, "not a vds_durability");
     EXPECT(vds_builder_create(b, path, NULL), VDS_ERR_NULL_POINTER, "out_dataset is NULL");
@@ -345,6 +348,7 @@ static void test_info(vds_dataset *ds) {
     CHECK(info.dtype == VDS_BOOL && info.ndim == 2 && info.compression == VDS_COMPRESSION_NONE);
     OK(vds_get_variable_info(ds, 2, &info));
     CHECK(info.dtype == VDS_INT64 && info.chunk[0] == NT); /* default chunk, capped by the axis */
+    CHECK(info.compression == VDS_COMPRESSION_ZSTD && info.level == 3 && info.shuffle);
     EXPECT(vds_get_variable_info(ds, 3, &info), VDS_ERR_OUT_OF_RANGE, "variable index 3");
     OK(vds_variable_name(ds, 2, name, sizeof name, NULL));
     CHECK(strcmp(name, "count") == 0);
@@ -576,7 +580,7 @@ static void test_damaged_files(const char *path) {
     write_file(path_in("junk.vds"), junk, sizeof junk);
     EXPECT(vds_open(path_in("junk.vds"), VDS_OPEN_READ, &ds), VDS_ERR_CORRUPT, "not a libvds container");
     flip_copy(path, path_in("v5.vds"), 4); /* '1' ^ 4 = '5' */
-    EXPECT(vds_open(path_in("v5.vds"), VDS_OPEN_READ, &ds), VDS_ERR_UNSUPPORTED_VERSION, "version 5.2 is not supported");
+    EXPECT(vds_open(path_in("v5.vds"), VDS_OPEN_READ, &ds), VDS_ERR_UNSUPPORTED_VERSION, "file format version 5.");
 }
 
 /* A failing call from a thread-specific-data destructor, when the thread's

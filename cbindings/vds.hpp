@@ -198,6 +198,10 @@ class Builder {
         check(vds_builder_set_codec(h_, var.c_str(), VDS_COMPRESSION_DEFLATE, level, shuffle));
         return *this;
     }
+    Builder &zstd(const std::string &var, uint32_t level, bool shuffle = true) {
+        check(vds_builder_set_codec(h_, var.c_str(), VDS_COMPRESSION_ZSTD, level, shuffle));
+        return *this;
+    }
     template <typename T> Builder &fill(const std::string &var, T value) {
         check(vds_builder_set_fill(h_, var.c_str(), reinterpret_cast<const uint8_t *>(&value), sizeof value));
         return *this;

@@ -366,6 +366,13 @@ enum vds_compression
    * zlib-wrapped deflate, level 0..9.
    */
   VDS_COMPRESSION_DEFLATE = 1,
+  /**
+   * Zstandard, level 1..22 (format 1.3): at level 1 about as small as
+   * deflate level 1 and about four times faster both ways. Not in builds
+   * without the cargo feature `zstd`: creating the container then fails
+   * with `VDS_ERR_UNSUPPORTED_FEATURE`.
+   */
+  VDS_COMPRESSION_ZSTD = 2,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -637,11 +644,12 @@ vds_status vds_builder_set_fill(struct vds_builder *b,
                                 size_t value_len);
 
 /**
- * Sets the codec of variable `var`: `compression`, its `level` (deflate:
- * 0..9) and whether multi-byte elements are byte-shuffled first.
+ * Sets the codec of variable `var`: `compression` (a `vds_compression`),
+ * its `level` (deflate: 0..9, zstd: 1..22; ignored for none) and whether
+ * multi-byte elements are byte-shuffled first.
  *
  * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
- * `VDS_ERR_NOT_FOUND`, `VDS_ERR_INVALID_ARGUMENT` (unknown compression, level above 9).
+ * `VDS_ERR_NOT_FOUND`, `VDS_ERR_INVALID_ARGUMENT` (unknown compression, level out of range).
  */
 vds_status vds_builder_set_codec(struct vds_builder *b,
                                  const char *var,

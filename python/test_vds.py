@@ -1,6 +1,7 @@
 """Tests of the Python binding against NumPy references: every dtype, both
 memory orders, strided regions, attributes, errors. Run by tests/python_binding.rs."""
 
+import json
 import os
 import sys
 import tempfile
@@ -14,7 +15,7 @@ d = tempfile.mkdtemp()
 rng = np.random.default_rng(7)
 checks = 0
 
-for dt in vds.DTYPES:
+for i, dt in enumerate(vds.DTYPES):
     shape = (13, 7, 5)
     if dt == "bool":
         ref = rng.integers(0, 2, shape).astype(bool)
@@ -24,9 +25,14 @@ for dt in vds.DTYPES:
         info = np.iinfo(dt)
         ref = rng.integers(info.min, info.max, shape, dtype=dt, endpoint=True)
     path = os.path.join(d, f"{dt}.vds")
+    codec = None if dt == "int8" else ("zstd", 3) if i % 2 else "deflate"
     with vds.create(path, axes=[("a", 13), ("b", 7), ("c", 5)],
-                    variables=[("v", dt, ["a", "b", "c"], [4, 3, 2], "deflate" if dt != "int8" else None)]) as ds:
+                    variables=[("v", dt, ["a", "b", "c"], [4, 3, 2], codec)]) as ds:
         ds.write("v", np.asfortranarray(ref) if dt in ("int16", "float64") else ref)
+    with open(path, "rb") as f:
+        f.readline()
+        want = {None: "none", "deflate": "deflate", ("zstd", 3): "zstd"}[codec]
+        assert json.loads(f.readline())["variables"][0]["codec"]["id"] == want, dt
     with vds.open(path) as ds:
         assert ds.variables == ["v"]
         got = ds.read("v")
@@ -36,6 +42,12 @@ for dt in vds.DTYPES:
         s = ds.read("v", start=(1, 0, 2), shape=(4, 7, 1), step=(3, 1, 1))
         assert np.array_equal(s, ref[1:13:3, :, 2:3]), dt
         checks += 4
+for bad in ["lz4", ("zstd", 23)]:
+    try:
+        vds.create(os.path.join(d, "bad.vds"), axes=[("a", 4)], variables=[("v", "int32", ["a"], None, bad)])
+        raise AssertionError(f"codec {bad!r} must be refused")
+    except (ValueError, vds.VdsError):
+        checks += 1
 
 # Big-endian arrays are written as their values (the C ABI takes native order),
 # and reads fill a caller's array whatever its order.

@@ -293,9 +293,14 @@ def open(path, write=False, sync=True):  # noqa: A001 - mirrors io.open
     return Dataset(h.value)
 
 
+# Codec name -> (vds_compression, default level).
+_CODECS = {"deflate": (1, 6), "zstd": (2, 1)}
+
+
 def create(path, axes, variables, attributes=None, overwrite=False, sync=True, growable=()):
     """Creates a container. axes: [(name, samples)]; variables: [(name, dtype, axis names, chunk or None, codec or None)]
-    where codec is None, "deflate" or ("deflate", level); growable: names of axes that may be resized later."""
+    where codec is None, "deflate" (level 6), ("deflate", level 0-9), "zstd" (level 1) or ("zstd", level 1-22), with
+    the byte shuffle on; growable: names of axes that may be resized later."""
     b = C.c_void_p()
     _check(_lib.vds_builder_new(C.byref(b)))
     try:
@@ -308,8 +313,11 @@ def create(path, axes, variables, attributes=None, overwrite=False, sync=True, g
             _check(_lib.vds_builder_add_variable(b, name.encode(), _code(dtype), names, len(ax),
                                                  _arr(chunk) if chunk else None))
             if codec:
-                level = codec[1] if isinstance(codec, tuple) else 6
-                _check(_lib.vds_builder_set_codec(b, name.encode(), 1, level, True))
+                kind, level = codec if isinstance(codec, tuple) else (codec, None)
+                if kind not in _CODECS:
+                    raise ValueError(f"codec {codec!r}: expected None, 'deflate', 'zstd' or a (name, level) pair")
+                compression, default = _CODECS[kind]
+                _check(_lib.vds_builder_set_codec(b, name.encode(), compression, default if level is None else level, True))
         for k, v in (attributes or {}).items():
             _check(_lib.vds_builder_set_attribute(b, None, k.encode(), json.dumps(v).encode()))
         _check(_lib.vds_builder_set_overwrite(b, overwrite))

@@ -3,8 +3,9 @@
 //! The in-memory form of a chunk is its elements in C order, native-endian,
 //! one byte per bool. The raw on-disk form is little-endian with bools packed
 //! 8 to a byte (least significant bit first). Stored bytes are the raw form,
-//! optionally byte-shuffled, optionally deflated; the index entry records
-//! which (the codec byte), so a chunk that does not compress is kept raw.
+//! optionally byte-shuffled, optionally compressed (deflate, or zstd with the
+//! cargo feature `zstd`); the index entry records which (the codec byte), so
+//! a chunk that does not compress is kept raw.
 //!
 //! Decoding never writes more than the declared raw length: the output buffer
 //! is allocated from the variable's chunk shape, not from the stored bytes.
@@ -12,14 +13,27 @@
 use crate::spec::{Codec, Compression, DType};
 
 mod deflate;
-use deflate::{compress_shorter, inflate_exact};
+#[cfg(feature = "zstd")]
+mod zstd;
 
 /// Codec byte: the compression id in the low 4 bits.
 pub(crate) const CODEC_NONE: u8 = 0;
 /// Codec byte: zlib-wrapped deflate.
 pub(crate) const CODEC_DEFLATE: u8 = 1;
+/// Codec byte: one zstd frame (format 1.3).
+pub(crate) const CODEC_ZSTD: u8 = 2;
 /// Codec byte flag: the raw bytes were byte-shuffled before compression.
 pub(crate) const CODEC_SHUFFLE: u8 = 0x10;
+
+/// The most raw bytes one stored byte can decode to with compression id
+/// `codec & 0x0f` (SPEC.md 9.3): deflate 1032 (zlib's largest expansion),
+/// zstd 32768 (a 4-byte RLE block makes 128 KiB).
+pub(crate) fn max_expansion(codec: u8) -> u64 {
+    match codec & 0x0f {
+        CODEC_ZSTD => 32_768,
+        _ => 1032,
+    }
+}
 
 /// Bytes of the raw on-disk form of `elems` elements of `dtype`.
 pub(crate) fn raw_len(dtype: DType, elems: usize) -> usize {
@@ -46,6 +60,9 @@ pub(crate) fn le_to_native(buf: &mut [u8], esize: usize) {
     native_to_le(buf, esize);
 }
 
+/// Compresses whole bytes at a level into a shorter stream, or None.
+type Compressor = fn(&[u8], u8) -> Option<Vec<u8>>;
+
 /// Encodes one chunk in memory form with `codec`; returns the codec byte
 /// that describes the result and the stored bytes.
 pub(crate) fn encode(dtype: DType, codec: Codec, data: &[u8]) -> (u8, Vec<u8>) {
@@ -59,23 +76,29 @@ pub(crate) fn encode(dtype: DType, codec: Codec, data: &[u8]) -> (u8, Vec<u8>) {
             r
         }
     };
-    let level = match codec.compression {
+    let (id, level, compress): (u8, u8, Compressor) = match codec.compression {
         Compression::None => return (CODEC_NONE, raw_form()),
-        Compression::Deflate { level } => level,
+        Compression::Deflate { level } => (CODEC_DEFLATE, level, deflate::compress_shorter),
+        #[cfg(feature = "zstd")]
+        Compression::Zstd { level } => (CODEC_ZSTD, level, zstd::compress_shorter),
+        // Not built in: no descriptor can name it (SPEC.md 3.4), so this is
+        // not reached; storing raw is still a valid encoding.
+        #[cfg(not(feature = "zstd"))]
+        Compression::Zstd { .. } => return (CODEC_NONE, raw_form()),
     };
     let shuffle = codec.shuffle && esize > 1 && dtype != DType::Bool;
     // Compress from the memory form where it is the raw form; the raw form
     // is only copied out when the chunk is stored raw.
     let compressed = if shuffle {
-        compress_shorter(&shuffle_to_le(data, esize), level)
+        compress(&shuffle_to_le(data, esize), level)
     } else if dtype != DType::Bool && (esize == 1 || cfg!(target_endian = "little")) {
-        compress_shorter(data, level)
+        compress(data, level)
     } else {
-        compress_shorter(&raw_form(), level)
+        compress(&raw_form(), level)
     };
     // The output may not grow beyond the raw size: if it would, the chunk is stored raw.
     match compressed {
-        Some(out) => (CODEC_DEFLATE | if shuffle { CODEC_SHUFFLE } else { 0 }, out),
+        Some(out) => (id | if shuffle { CODEC_SHUFFLE } else { 0 }, out),
         None => (CODEC_NONE, raw_form()),
     }
 }
@@ -106,17 +129,24 @@ pub(crate) fn decode(dtype: DType, codec: u8, stored: &[u8], out: &mut [u8]) -> 
                 le_to_native(out, esize);
             }
         }
-        CODEC_DEFLATE => {
+        id @ (CODEC_DEFLATE | CODEC_ZSTD) => {
             if shuffled && (esize == 1 || dtype == DType::Bool) {
                 return Err("shuffle flag on a 1-byte type".into());
             }
-            // Inflate straight into `out` when the raw form is the memory form.
+            let decompress: fn(&[u8], &mut [u8]) -> Result<(), String> = match id {
+                CODEC_DEFLATE => deflate::inflate_exact,
+                #[cfg(feature = "zstd")]
+                _ => zstd::decompress_exact,
+                #[cfg(not(feature = "zstd"))]
+                _ => return Err("zstd chunk, and this build of libvds has no zstd (cargo feature \"zstd\")".into()),
+            };
+            // Decompress straight into `out` when the raw form is the memory form.
             if direct {
-                inflate_exact(stored, out)?;
+                decompress(stored, out)?;
                 le_to_native(out, esize);
             } else {
                 let mut raw = vec![0u8; raw_n];
-                inflate_exact(stored, &mut raw)?;
+                decompress(stored, &mut raw)?;
                 if dtype == DType::Bool {
                     unpack_bits(&raw, out);
                 } else {
@@ -242,7 +272,16 @@ mod tests {
         assert_eq!(round_trip(DType::Float32, Codec::NONE, &data), CODEC_NONE);
         assert_eq!(round_trip(DType::Float32, Codec::deflate(6), &data), CODEC_DEFLATE | CODEC_SHUFFLE);
         assert_eq!(round_trip(DType::Float32, Codec::deflate(1).with_shuffle(false), &data), CODEC_DEFLATE);
+        #[cfg(feature = "zstd")]
+        {
+            assert_eq!(round_trip(DType::Float32, Codec::zstd(1), &data), CODEC_ZSTD | CODEC_SHUFFLE);
+            assert_eq!(round_trip(DType::Float32, Codec::zstd(19).with_shuffle(false), &data), CODEC_ZSTD);
+            assert_eq!(round_trip(DType::Int16, Codec::zstd(3), &data), CODEC_ZSTD | CODEC_SHUFFLE);
+            assert_eq!(round_trip(DType::Float64, Codec::zstd(3), &data), CODEC_ZSTD | CODEC_SHUFFLE);
+        }
         let bools: Vec<u8> = (0..1001).map(|i| u8::from(i % 3 == 0)).collect();
+        #[cfg(feature = "zstd")]
+        assert_eq!(round_trip(DType::Bool, Codec::zstd(2), &bools), CODEC_ZSTD);
         assert_eq!(round_trip(DType::Bool, Codec::deflate(9), &bools), CODEC_DEFLATE);
         assert_eq!(round_trip(DType::Bool, Codec::NONE, &bools), CODEC_NONE);
     }
@@ -260,6 +299,8 @@ mod tests {
             })
             .collect();
         assert_eq!(round_trip(DType::UInt8, Codec::deflate(9), &data), CODEC_NONE);
+        #[cfg(feature = "zstd")]
+        assert_eq!(round_trip(DType::UInt8, Codec::zstd(22), &data), CODEC_NONE);
     }
 
     #[test]
@@ -268,7 +309,7 @@ mod tests {
         // Smaller under miri, which interprets every instruction of the inflater.
         const N: usize = if cfg!(miri) { 1 << 12 } else { 1 << 16 };
         let big = vec![0u8; N];
-        let bomb = compress_shorter(&big, 9).unwrap();
+        let bomb = deflate::compress_shorter(&big, 9).unwrap();
         let mut out = vec![0u8; 1024];
         assert!(decode(DType::UInt8, CODEC_DEFLATE, &bomb, &mut out).unwrap_err().contains("it holds more"));
         let mut out = vec![0u8; 2 * N];
@@ -348,5 +389,60 @@ mod tests {
             let e = decode(DType::Float32, CODEC_DEFLATE, &theirs, &mut short).unwrap_err();
             assert_eq!(e, format!("deflate stream holds {} bytes, expected {}", data.len(), data.len() + 4));
         }
+    }
+
+    /// Frames agree with an independent zstd (ruzstd, pure Rust) both ways,
+    /// and everything but one frame of exactly the raw length is refused.
+    #[test]
+    #[cfg(feature = "zstd")]
+    #[cfg_attr(miri, ignore = "libzstd is C, which miri cannot run")]
+    fn frames_agree_with_an_independent_zstd() {
+        use ruzstd::decoding::FrameDecoder;
+        use ruzstd::encoding::{compress_to_vec, CompressionLevel};
+        let data: Vec<u8> = (0..20_000u32).flat_map(|i| (((i as f32) * 0.01).sin() * 1000.0).to_le_bytes()).collect();
+        let decode_f32 = |stored: &[u8], out: &mut [u8]| decode(DType::Float32, CODEC_ZSTD, stored, out);
+        for level in [1u8, 3, 9, 19, 22] {
+            let (c, ours) = encode(DType::Float32, Codec::zstd(level).with_shuffle(false), &data);
+            assert_eq!(c, CODEC_ZSTD, "level {level}");
+            let mut back = Vec::with_capacity(data.len());
+            FrameDecoder::new().decode_all_to_vec(&ours, &mut back).unwrap();
+            assert_eq!(back, data, "level {level}: ruzstd reads what libvds wrote");
+        }
+        for level in [CompressionLevel::Uncompressed, CompressionLevel::Fastest] {
+            let theirs = compress_to_vec(&data[..], level);
+            let mut out = vec![0u8; data.len()];
+            decode_f32(&theirs, &mut out).unwrap();
+            assert_eq!(out, data, "libvds reads what ruzstd wrote");
+        }
+
+        let (_, frame) = encode(DType::Float32, Codec::zstd(3).with_shuffle(false), &data);
+        let refused = |stored: &[u8], n: usize, why: &str| {
+            let mut out = vec![0u8; n];
+            let e = decode_f32(stored, &mut out).unwrap_err();
+            assert!(e.contains(why), "{e:?} does not say {why:?}");
+        };
+        let mut two = frame.clone();
+        two.extend_from_slice(&frame);
+        refused(&two, data.len(), &format!("{} bytes after the end of the zstd frame", frame.len()));
+        refused(&two, 2 * data.len(), "after the end of the zstd frame");
+        refused(&frame[..frame.len() - 1], data.len(), "truncated or damaged");
+        refused(&frame, data.len() - 4, &format!("zstd frame holds {} bytes, expected {}", data.len(), data.len() - 4));
+        refused(&frame, data.len() + 4, &format!("zstd frame holds {} bytes", data.len()));
+        let mut skippable = vec![0x50, 0x2A, 0x4D, 0x18, 4, 0, 0, 0, 1, 2, 3, 4];
+        refused(&skippable, 4, "not a zstd frame (bad magic number)");
+        skippable.splice(..0, frame.iter().copied());
+        refused(&skippable, data.len(), "12 bytes after the end of the zstd frame");
+        // The frame header descriptor's Dictionary_ID_flag, with a one-byte id after it.
+        let mut dict = frame.clone();
+        dict[4] |= 1;
+        let at = if dict[4] & 0x20 != 0 { 5 } else { 6 };
+        dict.insert(at, 7);
+        refused(&dict, data.len(), "needs dictionary 7");
+        // A frame with a content checksum (which libvds does not write) is checked when present.
+        let sum = compress_to_vec(&data[..], CompressionLevel::Fastest);
+        assert!(sum[4] & 0x04 != 0, "ruzstd writes a content checksum");
+        let mut bad = sum.clone();
+        *bad.last_mut().unwrap() ^= 1;
+        refused(&bad, data.len(), "does not decode to the declared");
     }
 }

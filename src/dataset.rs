@@ -10,7 +10,8 @@ use crate::index::{self, Entry, Key, PageReader, PageWriter, DEFAULT_PAGE};
 use crate::spec::{
     check_name, check_slot_name, version_line, Axis, AxisJson, Codec, CodecJson, DType, DescriptorJson, FeaturesJson, LodJson, LodMethod,
     PartitioningJson, QuantJson, Scalar, SlotJson, Variable, VariableJson, FEATURE_CHUNK_HASHES, FEATURE_LOD, FEATURE_MARGINS,
-    FEATURE_MASK, FEATURE_NO_VALUE, FEATURE_PARTITIONINGS, FEATURE_QUANTIZATION, FORMAT_MAJOR, FORMAT_MINOR, MAX_DESCRIPTOR_BYTES,
+    FEATURE_MASK, FEATURE_NO_VALUE, FEATURE_PARTITIONINGS, FEATURE_QUANTIZATION, FEATURE_ZSTD, FORMAT_MAJOR, FORMAT_MINOR,
+    MAX_DESCRIPTOR_BYTES,
 };
 use crate::storage::{FileStorage, Storage};
 use crate::wire::{self, crc32};
@@ -453,6 +454,9 @@ impl DatasetBuilder {
         if variables.iter().any(|v| v.margin.is_some()) {
             features.incompat.push(FEATURE_MARGINS.into());
         }
+        if variables.iter().any(|v| v.codec.id == FEATURE_ZSTD) {
+            features.incompat.push(FEATURE_ZSTD.into());
+        }
         let d = DescriptorJson {
             format: "vds".into(),
             version: [FORMAT_MAJOR, FORMAT_MINOR],
@@ -639,8 +643,6 @@ pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
 
 /// The default of [`Dataset::set_memory_limit`]: 1 GiB.
 pub const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
-/// zlib's largest possible expansion: 1032 output bytes per input byte.
-const MAX_DEFLATE_RATIO: u64 = 1032;
 
 impl std::fmt::Debug for Dataset {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1455,8 +1457,8 @@ impl Dataset {
         if length == 0 || length as usize > raw {
             return Err(bad(format!("stored length {length} outside 1..={raw}")));
         }
-        // Deflate expands at most 1032 to 1: a short entry cannot claim a huge chunk.
-        if (raw as u64) > u64::from(length) * MAX_DEFLATE_RATIO + 1024 {
+        // No codec expands beyond a fixed ratio: a short entry cannot claim a huge chunk.
+        if (raw as u64) > u64::from(length) * codec::max_expansion(codec) + 1024 {
             return Err(bad(format!("{length} stored bytes cannot hold a chunk of {raw} bytes")));
         }
         let storage = self.slot_storage(slot).map_err(|e| {

@@ -87,7 +87,16 @@ pub fn codec(data: &[u8]) {
         if dtype == DType::Bool {
             chunk.iter_mut().for_each(|x| *x &= 1);
         }
-        for c in [Codec::NONE, Codec::deflate(codec_byte % 10), Codec::deflate(1).with_shuffle(false)] {
+        let codecs = [
+            Codec::NONE,
+            Codec::deflate(codec_byte % 10),
+            Codec::deflate(1).with_shuffle(false),
+            #[cfg(feature = "zstd")]
+            Codec::zstd(1 + codec_byte % 9),
+            #[cfg(feature = "zstd")]
+            Codec::zstd(1).with_shuffle(false),
+        ];
+        for c in codecs {
             let (cb, stored) = codec::encode(dtype, c, &chunk);
             let mut back = vec![0u8; chunk.len()];
             codec::decode(dtype, cb, &stored, &mut back).expect("an encoded chunk must decode");
@@ -169,9 +178,11 @@ pub fn sample(seed: &[u8]) -> Sample {
     let shape: Vec<u64> = (0..ndim).map(|_| 1 + b.below(12)).collect();
     let chunk: Vec<u64> = shape.iter().map(|&s| 1 + b.below(s)).collect();
     let dtype = DType::ALL[b.below(DType::ALL.len() as u64) as usize];
-    let codec = match b.below(3) {
+    let codec = match b.below(4) {
         0 => Codec::NONE,
         1 => Codec::deflate(1),
+        #[cfg(feature = "zstd")]
+        2 => Codec::zstd(3),
         _ => Codec::deflate(9).with_shuffle(false),
     };
     let mut builder = DatasetBuilder::new();

@@ -1,7 +1,8 @@
 //! Files written by each released format version stay readable. The files in
 //! tests/data/v1/ were written by format 1.0 with the code in `generate`,
 //! those in tests/data/v1.1/ by format 1.1 with `generate_1_1`, those in
-//! tests/data/v1.2/ by format 1.2 with `generate_1_2`,
+//! tests/data/v1.2/ by format 1.2 with `generate_1_2`, those in
+//! tests/data/v1.3/ by format 1.3 with `generate_1_3`,
 //! below and are never rewritten: a change that breaks reading them breaks
 //! users' files. (`VDS_WRITE_GOLDEN=1 cargo test --test backward_compatibility`
 //! writes them, for a new format version's directory only.)
@@ -210,14 +211,19 @@ fn check_1_1(name: &str) {
     assert!(ds.verify().unwrap().is_ok());
 }
 
+/// Checks golden file `name` of directory `dir`; writes it first with
+/// `generate` if VDS_WRITE_GOLDEN is set and it does not exist yet.
+fn golden(dir: &str, name: &str, generate: fn(&str), check: fn(&str)) {
+    if std::env::var_os("VDS_WRITE_GOLDEN").is_some() && !std::path::Path::new(dir).join(name).exists() {
+        std::fs::create_dir_all(dir).unwrap();
+        generate(name);
+    }
+    check(name);
+}
+
 #[test]
 fn format_1_1_files_stay_readable() {
-    let name = "golden-1.1-layers.vds";
-    if std::env::var_os("VDS_WRITE_GOLDEN").is_some() && !std::path::Path::new(DIR_1_1).join(name).exists() {
-        std::fs::create_dir_all(DIR_1_1).unwrap();
-        generate_1_1(name);
-    }
-    check_1_1(name);
+    golden(DIR_1_1, "golden-1.1-layers.vds", generate_1_1, check_1_1);
 }
 
 const DIR_1_2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v1.2");
@@ -285,10 +291,89 @@ fn check_1_2(name: &str) {
 
 #[test]
 fn format_1_2_files_stay_readable() {
-    let name = "golden-1.2-growth.vds";
-    if std::env::var_os("VDS_WRITE_GOLDEN").is_some() && !std::path::Path::new(DIR_1_2).join(name).exists() {
-        std::fs::create_dir_all(DIR_1_2).unwrap();
-        generate_1_2(name);
-    }
-    check_1_2(name);
+    golden(DIR_1_2, "golden-1.2-growth.vds", generate_1_2, check_1_2);
+}
+
+const DIR_1_3: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v1.3");
+
+/// Format 1.3: zstd chunks (SPEC.md 6.3), with and without the shuffle, of a
+/// multi-byte type and of bools, beside deflate and raw ones.
+#[cfg(feature = "zstd")]
+fn generate_1_3(name: &str) {
+    let path = std::path::Path::new(DIR_1_3).join(name);
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("y", 40))
+        .axis(Axis::new("x", 50))
+        .variable(VariableBuilder::new("elevation", DType::Float32, &["y", "x"]).chunk(&[16, 16]).codec(Codec::zstd(3)))
+        .variable(VariableBuilder::new("class", DType::Int16, &["y", "x"]).chunk(&[20, 25]).codec(Codec::zstd(19).with_shuffle(false)))
+        .variable(VariableBuilder::new("wet", DType::Bool, &["y", "x"]).chunk(&[40, 50]).codec(Codec::zstd(1)))
+        .variable(VariableBuilder::new("depth", DType::Float64, &["y", "x"]).chunk(&[40, 50]).codec(Codec::deflate(6)))
+        .attribute("created_by", "format 1.3 golden file")
+        .create(&path)
+        .unwrap();
+    let all = Region::full(&[40, 50]).unwrap();
+    let at = |f: &dyn Fn(u64, u64) -> f64| -> Vec<f64> { (0..40 * 50).map(|k| f(k / 50, k % 50)).collect() };
+    let heights: Vec<f32> = at(&|y, x| f64::from(elevation(y, x))).iter().map(|&v| v as f32).collect();
+    ds.write("elevation", &all, Order::C, &heights).unwrap();
+    let class: Vec<i16> = at(&|y, x| f64::from(class(y, x))).iter().map(|&v| v as i16).collect();
+    ds.write("class", &all, Order::C, &class).unwrap();
+    let wet: Vec<bool> = at(&|y, x| f64::from(u8::from(present(y, x)))).iter().map(|&v| v != 0.0).collect();
+    ds.write("wet", &all, Order::C, &wet).unwrap();
+    ds.write("depth", &all, Order::C, &at(&|y, x| f64::from(elevation(y, x)) * -2.0)).unwrap();
+    ds.close().unwrap();
+}
+
+fn elevation(y: u64, x: u64) -> f32 {
+    ((y as f32) * 0.1).sin() * 100.0 + (x as f32) * 0.5
+}
+
+#[cfg(feature = "zstd")]
+fn check_1_3(name: &str) {
+    let path = std::path::Path::new(DIR_1_3).join(name);
+    assert!(path.exists(), "{} is missing: golden files are committed, never regenerated", path.display());
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.format_version(), [1, 3]);
+    assert_eq!(ds.attributes()["created_by"], json!("format 1.3 golden file"));
+    let codecs: Vec<Codec> = ds.variables().iter().map(|v| v.codec()).collect();
+    assert_eq!(codecs, [Codec::zstd(3), Codec::zstd(19).with_shuffle(false), Codec::zstd(1), Codec::deflate(6)]);
+    let all = Region::full(&[40, 50]).unwrap();
+    let cells = || (0..40u64).flat_map(|y| (0..50u64).map(move |x| (y, x)));
+    let got: Vec<f32> = ds.read_vec("elevation", &all, Order::C).unwrap();
+    assert!(got.iter().zip(cells()).all(|(&v, (y, x))| v == elevation(y, x)));
+    let got: Vec<i16> = ds.read_vec("class", &all, Order::C).unwrap();
+    assert!(got.iter().zip(cells()).all(|(&v, (y, x))| v == class(y, x)));
+    let got: Vec<bool> = ds.read_vec("wet", &all, Order::C).unwrap();
+    assert!(got.iter().zip(cells()).all(|(&v, (y, x))| v == present(y, x)));
+    let got: Vec<f64> = ds.read_vec("depth", &all, Order::C).unwrap();
+    assert!(got.iter().zip(cells()).all(|(&v, (y, x))| v == f64::from(elevation(y, x)) * -2.0));
+    // Every stored chunk but the raw ones is compressed: the file holds zstd entries.
+    let stats = ds.stats().unwrap();
+    assert!(stats.stored_bytes < stats.raw_bytes / 2, "{stats:?}");
+    assert!(ds.verify().unwrap().is_ok());
+}
+
+#[test]
+#[cfg(feature = "zstd")]
+fn format_1_3_files_stay_readable() {
+    golden(DIR_1_3, "golden-1.3-zstd.vds", generate_1_3, check_1_3);
+}
+
+/// A build without zstd reports the golden file as using an unsupported
+/// feature, by name, rather than as corrupt.
+#[test]
+#[cfg(not(feature = "zstd"))]
+fn format_1_3_zstd_files_are_an_unsupported_feature_without_zstd() {
+    let e = Dataset::open(std::path::Path::new(DIR_1_3).join("golden-1.3-zstd.vds")).unwrap_err();
+    assert_eq!(e.kind(), vds::ErrorKind::UnsupportedFeature, "{e}");
+    assert!(e.to_string().contains("zstd"), "{e}");
+    // Nor can such a build create a zstd variable.
+    let dir = std::env::temp_dir().join(format!("vds-no-zstd-{}", std::process::id()));
+    let e = DatasetBuilder::new()
+        .axis(Axis::new("x", 10))
+        .variable(VariableBuilder::new("v", DType::Float32, &["x"]).codec(Codec::zstd(1)))
+        .create(&dir)
+        .unwrap_err();
+    assert_eq!(e.kind(), vds::ErrorKind::UnsupportedFeature, "{e}");
+    assert!(e.to_string().contains("this build of libvds has no zstd"), "{e}");
+    assert!(!dir.exists());
 }

@@ -173,14 +173,17 @@ fn newer_versions_and_unknown_features_are_named() {
     };
     let mut b = orig.clone();
     b[4] = b'2';
-    check(&b, ErrorKind::UnsupportedVersion, "2.2");
+    check(&b, ErrorKind::UnsupportedVersion, &format!("2.{}", vds::FORMAT_MINOR));
 
     let mut b = orig.clone();
     rewrite_descriptor(&mut b, |d| d["features"]["incompat"] = json!(["sparse-bricks"]));
     check(&b, ErrorKind::UnsupportedFeature, "sparse-bricks");
     let mut b = orig.clone();
-    rewrite_descriptor(&mut b, |d| d["variables"][0]["codec"] = json!({"id": "zstd", "level": 3}));
-    check(&b, ErrorKind::UnsupportedFeature, "zstd");
+    rewrite_descriptor(&mut b, |d| d["variables"][0]["codec"] = json!({"id": "lz4", "level": 3}));
+    check(&b, ErrorKind::UnsupportedFeature, "unknown codec \"lz4\"");
+    let mut b = orig.clone();
+    rewrite_descriptor(&mut b, |d| d["variables"][0]["codec"] = json!({"id": "zstd", "level": 0}));
+    check(&b, ErrorKind::Corrupt, "zstd needs \"level\" 1..=22, found Some(0)");
     let mut b = orig.clone();
     rewrite_descriptor(&mut b, |d| d["variables"][0]["dtype"] = json!("complex64"));
     check(&b, ErrorKind::UnsupportedFeature, "complex64");

@@ -49,13 +49,23 @@ fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     out.push(("index_page", "golden-root".into(), page));
     // Codec inputs: selector bytes (dtype, codec byte, element count) then stored bytes.
     let floats: Vec<u8> = (0..256u32).flat_map(|i| ((i / 3) as f32).to_le_bytes()).collect();
-    for (name, dtype, codec_byte) in [("none-f32", 8u64, 0u8), ("deflate-f32", 8, 1), ("shuffle-f32", 8, 0x11), ("bool", 10, 1)] {
+    // A real zstd frame of the floats, from an independent encoder, so that the
+    // fuzzer starts inside the frame parser rather than at its magic number.
+    let frame = ruzstd::encoding::compress_to_vec(&floats[..], ruzstd::encoding::CompressionLevel::Fastest);
+    for (name, dtype, codec_byte, stored) in [
+        ("none-f32", 8u64, 0u8, &floats),
+        ("deflate-f32", 8, 1, &floats),
+        ("shuffle-f32", 8, 0x11, &floats),
+        ("bool", 10, 1, &floats),
+        ("zstd-f32", 8, 2, &frame),
+        ("shuffle-zstd-f32", 8, 0x12, &frame),
+    ] {
         // The fuzzing input reader takes u64s most significant byte first.
         let msb_first = |x: u64| (0..8).rev().map(move |k| (x >> (8 * k)) as u8);
         let mut d: Vec<u8> = msb_first(dtype).collect();
         d.push(codec_byte);
         d.extend(msb_first(255));
-        d.extend_from_slice(&floats);
+        d.extend_from_slice(stored);
         out.push(("codec", name.into(), d));
     }
     // Whole files: small random samples, and the golden file.
@@ -67,6 +77,7 @@ fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
         out.push(("mutate", format!("seed-{i}"), m));
     }
     out.push(("open_read", "golden".into(), golden));
+    out.push(("open_read", "golden-1.3-zstd".into(), std::fs::read(root().join("tests/data/v1.3/golden-1.3-zstd.vds")).unwrap()));
     // Fragments: untouched, a flipped chunk byte, a flipped seal byte (raw and resealed), cut short.
     out.push(("merge", "untouched".into(), vec![0]));
     out.push(("merge", "chunk-byte".into(), vec![0, 40, 0, 0x10]));

@@ -71,7 +71,7 @@ fn round_trip<T: Val>(seed: u64) {
         let shape = SHAPES[dims - 1];
         let n: u64 = shape.iter().product();
         for (order, fortran) in [(Order::C, false), (Order::Fortran, true)] {
-            for codec in [Codec::NONE, Codec::deflate(5)] {
+            for codec in [Codec::NONE, Codec::deflate(5), Codec::zstd(3)] {
                 let mut rng = Rng::new(seed ^ (dims as u64) << 8);
                 let reference: Vec<T> = (0..n).map(|_| T::gen(&mut rng)).collect();
                 let path = dir.path(&format!("{}-{dims}-{fortran}-{:?}.vds", T::DTYPE, codec.compression));
@@ -146,6 +146,37 @@ fn bool() {
 fn every_dtype_is_covered() {
     // A new DType must get a round-trip test above.
     assert_eq!(DType::ALL.len(), 11);
+}
+
+/// A chunk that zstd shrinks far beyond what deflate can (1 MiB of zeros but
+/// one value: about 40 bytes) is stored compressed and reads back; its entry
+/// says zstd, and the file announces the feature.
+#[test]
+fn zstd_chunks_compressed_beyond_deflates_ratio_read_back() {
+    let dir = Scratch::new("zstd-ratio");
+    let path = dir.path("z.vds");
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("x", 256))
+        .axis(Axis::new("y", 1024))
+        .variable(VariableBuilder::new("v", DType::Float32, &["x", "y"]).chunk(&[256, 1024]).codec(Codec::zstd(19)))
+        .create(&path)
+        .unwrap();
+    let mut data = vec![0f32; 256 * 1024];
+    data[123_456] = 2.5;
+    ds.write("v", &Region::full(&[256, 1024]).unwrap(), Order::C, &data).unwrap();
+    ds.close().unwrap();
+    let ds = Dataset::open(&path).unwrap();
+    let stats = ds.stats().unwrap();
+    assert_eq!(stats.stored_chunks, 1);
+    assert!(stats.stored_bytes * 1032 + 1024 < 1 << 20, "{} stored bytes: within deflate's ratio", stats.stored_bytes);
+    assert_eq!(ds.variables()[0].codec(), Codec::zstd(19));
+    let got: Vec<f32> = ds.read_vec("v", &Region::full(&[256, 1024]).unwrap(), Order::C).unwrap();
+    assert!(got == data);
+    let head = std::fs::read(&path).unwrap();
+    let line2 = head.split(|&b| b == b'\n').nth(1).unwrap();
+    let desc: vds::serde_json::Value = vds::serde_json::from_slice(line2).unwrap();
+    assert_eq!(desc["features"]["incompat"], vds::serde_json::json!(["zstd"]));
+    assert_eq!(desc["variables"][0]["codec"], vds::serde_json::json!({"id": "zstd", "level": 19, "shuffle": true}));
 }
 
 #[test]

@@ -23,6 +23,11 @@ pub enum vds_compression {
     VDS_COMPRESSION_NONE = 0,
     /// zlib-wrapped deflate, level 0..9.
     VDS_COMPRESSION_DEFLATE = 1,
+    /// Zstandard, level 1..22 (format 1.3): at level 1 about as small as
+    /// deflate level 1 and about four times faster both ways. Not in builds
+    /// without the cargo feature `zstd`: creating the container then fails
+    /// with `VDS_ERR_UNSUPPORTED_FEATURE`.
+    VDS_COMPRESSION_ZSTD = 2,
 }
 
 pub(crate) fn builder(b: *const vds_builder) -> FfiResult<Arc<Mutex<DatasetBuilder>>> {
@@ -170,11 +175,12 @@ pub(crate) fn element_of(v: &VariableBuilder, var: &str, bytes: &[u8], value_len
     Ok(super::dataset::scalar_from_native(dtype, bytes))
 }
 
-/// Sets the codec of variable `var`: `compression`, its `level` (deflate:
-/// 0..9) and whether multi-byte elements are byte-shuffled first.
+/// Sets the codec of variable `var`: `compression` (a `vds_compression`),
+/// its `level` (deflate: 0..9, zstd: 1..22; ignored for none) and whether
+/// multi-byte elements are byte-shuffled first.
 ///
 /// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
-/// `VDS_ERR_NOT_FOUND`, `VDS_ERR_INVALID_ARGUMENT` (unknown compression, level above 9).
+/// `VDS_ERR_NOT_FOUND`, `VDS_ERR_INVALID_ARGUMENT` (unknown compression, level out of range).
 #[no_mangle]
 pub unsafe extern "C" fn vds_builder_set_codec(
     b: *mut vds_builder,
@@ -190,6 +196,8 @@ pub unsafe extern "C" fn vds_builder_set_codec(
             0 => Codec { compression: Compression::None, shuffle },
             1 if level <= 9 => Codec::deflate(level as u8).with_shuffle(shuffle),
             1 => return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("deflate level {level} is not in 0..9")),
+            2 if (1..=22).contains(&level) => Codec::zstd(level as u8).with_shuffle(shuffle),
+            2 => return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("zstd level {level} is not in 1..22")),
             c => return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("unknown compression {c}")),
         };
         with_variable(b, var, |v| {

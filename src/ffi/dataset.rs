@@ -502,6 +502,7 @@ pub unsafe extern "C" fn vds_get_variable_info(ds: *const vds_dataset, index: us
         let c = v.codec();
         (info.compression, info.level) = match c.compression {
             Compression::Deflate { level } => (1, u32::from(level)),
+            Compression::Zstd { level } => (2, u32::from(level)),
             _ => (0, 0),
         };
         info.shuffle = c.shuffle;

@@ -43,7 +43,8 @@ Options:
   --endian little|big   raw: byte order (default little)
   --chunk N,N,...       chunk shape (for variables of that many dimensions);
                         VAR=N,N,... for one variable; repeatable
-  --codec none|deflate[:LEVEL]   compression (default deflate:1)
+  --codec none|deflate[:LEVEL]|zstd[:LEVEL]
+                                compression (default deflate:1; zstd: level 1 by default)
   --no-shuffle          no byte shuffle before deflate
   --lods N              keep N levels of detail (each halves every axis)
   --lod-method M        average (default; not for bool) or nearest
@@ -101,7 +102,8 @@ of detail and partitionings stay.
 Options:
   --chunk N,N,...       new chunk shape (for variables of that many dimensions);
                         VAR=N,N,... for one variable; repeatable
-  --codec none|deflate[:LEVEL]   new compression for every variable
+  --codec none|deflate[:LEVEL]|zstd[:LEVEL]
+                                new compression for every variable
   --no-shuffle          with --codec deflate: no byte shuffle
   --lods N              levels of detail for every variable (each halves every axis)
   --lod-method M        average (default; not for bool) or nearest
@@ -174,16 +176,19 @@ fn format_of(args: &Args, path: &str) -> Result<&'static str, Fail> {
     }
 }
 
-/// Parses `none`, `deflate` or `deflate:LEVEL`.
+/// Parses `none`, `deflate[:LEVEL]` or `zstd[:LEVEL]`.
 fn parse_codec(s: &str) -> Result<Codec, String> {
+    let level = |l: &str, range: std::ops::RangeInclusive<u8>| match l.parse::<u8>() {
+        Ok(l) if range.contains(&l) => Ok(l),
+        _ => Err(format!("level {l:?} is not {} to {}", range.start(), range.end())),
+    };
     match s.split_once(':') {
         None if s == "none" => Ok(Codec::NONE),
         None if s == "deflate" => Ok(Codec::deflate(1)),
-        Some(("deflate", l)) => match l.parse::<u8>() {
-            Ok(l) if l <= 9 => Ok(Codec::deflate(l)),
-            _ => Err(format!("level {l:?} is not 0 to 9")),
-        },
-        _ => Err("expected none, deflate or deflate:LEVEL".into()),
+        None if s == "zstd" => Ok(Codec::zstd(1)),
+        Some(("deflate", l)) => Ok(Codec::deflate(level(l, 0..=9)?)),
+        Some(("zstd", l)) => Ok(Codec::zstd(level(l, 1..=22)?)),
+        _ => Err("expected none, deflate[:LEVEL] or zstd[:LEVEL]".into()),
     }
 }
 

@@ -81,6 +81,8 @@ fn codec_text(v: &Variable) -> String {
     match c.compression {
         Compression::Deflate { level } if c.shuffle && v.dtype().size() > 1 => format!("deflate level {level} + shuffle"),
         Compression::Deflate { level } => format!("deflate level {level}"),
+        Compression::Zstd { level } if c.shuffle && v.dtype().size() > 1 => format!("zstd level {level} + shuffle"),
+        Compression::Zstd { level } => format!("zstd level {level}"),
         _ => "none".into(),
     }
 }

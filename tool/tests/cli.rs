@@ -241,6 +241,15 @@ fn info_reports_chunk_kinds_codecs_and_space() {
     let json: vds::serde_json::Value = vds::serde_json::from_str(&ok(&dir, &["info", p, "--json"])).unwrap();
     assert_eq!(json["variables"][0]["chunks"]["constant"], 2);
     assert_eq!(json["reclaimable_bytes"], 64 * 4 + 4096);
+    // Recompressed with zstd: info names the codec, and the values are the same.
+    ok(&dir, &["copy", p, "zstd.vds", "--codec", "zstd:5"]);
+    let text = ok(&dir, &["info", "zstd.vds"]);
+    assert!(text.contains("chunks 4x4x4 (grid 4x4x2), zstd level 5 + shuffle, fill 0"), "{text}");
+    let region = Region::full(&[16, 16, 8]).unwrap();
+    let want: Vec<f32> = Dataset::open(&path).unwrap().read_vec("amp", &region, Order::C).unwrap();
+    let got: Vec<f32> = Dataset::open(dir.join("zstd.vds")).unwrap().read_vec("amp", &region, Order::C).unwrap();
+    assert!(got == want, "the zstd copy differs from the source");
+    assert!(fails(&dir, &["copy", p, "z.vds", "--codec", "zstd:23"], 2).contains("level \"23\" is not 1 to 22"));
 }
 
 #[test]
@@ -441,7 +450,7 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
     assert!(rss_kib < 40 * 1024, "copying 96 MiB in 1 MiB blocks peaked at {rss_kib} KiB");
     eprintln!("copy of 96 MiB in 1 MiB blocks: peak resident memory {rss_kib} KiB");
     assert!(fails(&dir, &["copy", "src.vds", "dst2.vds", "--chunk", "nope=1,2,3"], 2).contains("variable \"nope\""));
-    assert!(fails(&dir, &["copy", "src.vds", "dst2.vds", "--codec", "zstd"], 2).contains("expected none, deflate"));
+    assert!(fails(&dir, &["copy", "src.vds", "dst2.vds", "--codec", "lz4"], 2).contains("expected none, deflate[:LEVEL] or zstd[:LEVEL]"));
 }
 
 #[test]
@@ -488,7 +497,7 @@ fn usage_errors_and_help() {
     assert!(fails(&dir, &[], 2).contains("Commands:"));
     assert!(fails(&dir, &["frobnicate"], 2).contains("unknown command \"frobnicate\""));
     assert!(ok(&dir, &["--help"]).contains("vds <command>"));
-    assert!(ok(&dir, &["--version"]).contains("file format 1.2"));
+    assert!(ok(&dir, &["--version"]).contains("file format 1.3"));
     for cmd in ["info", "dump", "verify", "slice", "import", "export", "copy"] {
         let help = ok(&dir, &[cmd, "--help"]);
         assert!(help.contains(&format!("Usage: vds {cmd}")) && help.contains("Example:"), "{cmd}: {help}");
