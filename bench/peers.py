@@ -2,6 +2,7 @@
 
     python3 bench/peers.py --setup          # creates target/bench-venv with the peers (pip)
     python3 bench/peers.py [--quick] [--suite a,b,c,d] [--dir DIR]
+    python3 bench/peers.py --suite b-zstd   # one variant of suite b alone: b-raw, b-deflate or b-zstd
 
 Systems: a plain file (the floor), libvds (through python/vds.py over the
 C ABI), h5py, netCDF4, zarr v3, tensorstore (zarr v3 driver), ds-format,
@@ -14,6 +15,7 @@ peak resident memory.
 """
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -23,7 +25,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV = os.path.join(ROOT, "target", "bench-venv")
-PEERS = ["numpy", "h5py", "netCDF4", "zarr>=3", "ds-format", "blosc2", "tensorstore", "tiledb"]
+PEERS = ["numpy", "h5py", "hdf5plugin", "netCDF4", "zarr>=3", "ds-format", "blosc2", "tensorstore", "tiledb"]
 
 if "--setup" in sys.argv:
     subprocess.check_call([sys.executable, "-m", "venv", VENV])
@@ -42,6 +44,9 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 os.environ.setdefault("VDS_LIBRARY", os.path.join(ROOT, "target", "release", "libvds.so"))
 import vds  # noqa: E402
 
+import ctypes  # noqa: E402
+import warnings  # noqa: E402
+
 import blosc2  # noqa: E402
 import ds_format  # noqa: E402
 import h5py  # noqa: E402
@@ -49,6 +54,13 @@ import netCDF4  # noqa: E402
 import tensorstore as ts  # noqa: E402
 import tiledb  # noqa: E402
 import zarr  # noqa: E402
+from zarr.codecs.numcodecs import Shuffle as ZarrShuffle  # noqa: E402
+
+try:
+    import hdf5plugin  # noqa: E402 - h5py's zstd filter; a venv made before it was a peer lacks it
+except ImportError:
+    hdf5plugin = None
+warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr version 3 specification")
 
 
 def median_time(reps, fn):
@@ -75,11 +87,15 @@ def rm(path):
 
 DIMS = ["i", "j", "k"]
 
+# A codec is None (uncompressed) or (name, level), name "deflate" or "zstd", as python/vds.py spells it; every
+# system that can shuffles the bytes first. Each system's `codecs` names those it can write.
+
 
 class Floor:
     name, ext = "plain file", ".bin"
+    codecs = ("deflate", "zstd")  # raw bytes in every table: the floor of the full write and read
 
-    def write(self, path, a, chunks, level):
+    def write(self, path, a, chunks, codec):
         with open(path, "wb") as f:
             f.write(a.tobytes())
 
@@ -90,10 +106,10 @@ class Floor:
 
 class Vds:
     name, ext = "libvds", ".vds"
+    codecs = ("deflate", "zstd")
 
-    def write(self, path, a, chunks, level):
+    def write(self, path, a, chunks, codec):
         dims = DIMS[: a.ndim]
-        codec = ("deflate", level) if level else None
         with vds.create(path, [(d, n) for d, n in zip(dims, a.shape)], [("v", a.dtype.name, dims, list(chunks) if chunks else None, codec)],
                         overwrite=True, sync=False) as ds:
             ds.write("v", a)
@@ -109,9 +125,9 @@ class Vds:
         return h.read("v", start=start, shape=shape)
 
     # Suite d: create an empty array, write regions of it, close.
-    def create(self, path, shape, dtype, chunks, level):
+    def create(self, path, shape, dtype, chunks, codec):
         dims = DIMS[: len(shape)]
-        return vds.create(path, [(d, n) for d, n in zip(dims, shape)], [("v", dtype, dims, list(chunks), ("deflate", level))],
+        return vds.create(path, [(d, n) for d, n in zip(dims, shape)], [("v", dtype, dims, list(chunks), codec)],
                           overwrite=True, sync=False)
 
     def write_at(self, h, start, a):
@@ -124,11 +140,21 @@ class Vds:
 
 class H5:
     name, ext = "h5py", ".h5"
+    codecs = ("deflate", "zstd") if hdf5plugin else ("deflate",)
+    lacks = "its zstd filter needs hdf5plugin: rerun --setup"
 
-    def write(self, path, a, chunks, level):
+    @staticmethod
+    def filters(codec):
+        """HDF5's shuffle, then deflate or hdf5plugin's zstd (filter 32015)."""
+        if not codec:
+            return {}
+        name, level = codec
+        compression = dict(compression="gzip", compression_opts=level) if name == "deflate" else hdf5plugin.Zstd(clevel=level)
+        return dict(shuffle=True, **compression)
+
+    def write(self, path, a, chunks, codec):
         with h5py.File(path, "w") as f:
-            kw = dict(compression="gzip", compression_opts=level, shuffle=True) if level else {}
-            f.create_dataset("v", data=a, chunks=tuple(chunks) if chunks else None, **kw)
+            f.create_dataset("v", data=a, chunks=tuple(chunks) if chunks else None, **self.filters(codec))
 
     def read(self, path, dtype, shape):
         with h5py.File(path, "r") as f:
@@ -140,9 +166,9 @@ class H5:
     def region(self, h, start, shape):
         return h["v"][tuple(slice(s, s + n) for s, n in zip(start, shape))]
 
-    def create(self, path, shape, dtype, chunks, level):
+    def create(self, path, shape, dtype, chunks, codec):
         f = h5py.File(path, "w")
-        f.create_dataset("v", shape, dtype, chunks=tuple(chunks), compression="gzip", compression_opts=level, shuffle=True)
+        f.create_dataset("v", shape, dtype, chunks=tuple(chunks), **self.filters(codec))
         return f
 
     def write_at(self, h, start, a):
@@ -154,14 +180,25 @@ class H5:
 
 class Nc:
     name, ext = "netCDF4", ".nc"
+    codecs = ("deflate", "zstd")
 
-    def write(self, path, a, chunks, level):
+    @staticmethod
+    def variable(f, shape, dtype, chunks, codec):
+        for d, n in zip(DIMS, shape):
+            f.createDimension(d, n)
+        name, level = codec or (None, 4)
+        v = f.createVariable("v", dtype, DIMS[: len(shape)], chunksizes=tuple(chunks) if chunks else None,
+                             compression={None: None, "deflate": "zlib", "zstd": "zstd"}[name], complevel=level, shuffle=bool(codec))
+        if name == "zstd":
+            # netCDF4-python sets the shuffle only with zlib and drops shuffle=True here: set it through the
+            # libnetcdf the extension links (shuffle on, no deflate). libnetcdf puts the shuffle before zstd.
+            lib = ctypes.CDLL(netCDF4._netCDF4.__file__)  # dlsym also searches the libraries it links
+            assert lib.nc_def_var_deflate(v._grpid, v._varid, 1, 0, 0) == 0 and v.filters()["shuffle"], v.filters()
+        return v
+
+    def write(self, path, a, chunks, codec):
         with netCDF4.Dataset(path, "w") as f:
-            for d, n in zip(DIMS, a.shape):
-                f.createDimension(d, n)
-            v = f.createVariable("v", a.dtype, DIMS[: a.ndim], chunksizes=tuple(chunks) if chunks else None,
-                                 zlib=bool(level), complevel=level or 4, shuffle=bool(level))
-            v[...] = a
+            self.variable(f, a.shape, a.dtype, chunks, codec)[...] = a
 
     def read(self, path, dtype, shape):
         with netCDF4.Dataset(path, "r") as f:
@@ -176,11 +213,9 @@ class Nc:
     def region(self, h, start, shape):
         return h["v"][tuple(slice(s, s + n) for s, n in zip(start, shape))]
 
-    def create(self, path, shape, dtype, chunks, level):
+    def create(self, path, shape, dtype, chunks, codec):
         f = netCDF4.Dataset(path, "w")
-        for d, n in zip(DIMS, shape):
-            f.createDimension(d, n)
-        f.createVariable("v", dtype, DIMS[: len(shape)], chunksizes=tuple(chunks), zlib=True, complevel=level, shuffle=True)
+        self.variable(f, shape, dtype, chunks, codec)
         return f
 
     def write_at(self, h, start, a):
@@ -192,13 +227,22 @@ class Nc:
 
 class Zarr:
     name, ext = "zarr v3", ".zarr"
+    codecs = ("deflate", "zstd")
 
-    def write(self, path, a, chunks, level):
+    def create(self, path, shape, dtype, chunks, codec):
         rm(path)
-        comp = zarr.codecs.GzipCodec(level=level) if level else None
-        z = zarr.create_array(store=path, shape=a.shape, chunks=tuple(chunks) if chunks else a.shape, dtype=a.dtype,
-                              compressors=comp, zarr_format=3)
-        z[...] = a
+        # deflate: gzip without shuffle (as ever in these tables); zstd: numcodecs' byte shuffle (outside the v3 spec) first.
+        if not codec:
+            compressors = None
+        elif codec[0] == "deflate":
+            compressors = zarr.codecs.GzipCodec(level=codec[1])
+        else:
+            compressors = [ZarrShuffle(elementsize=np.dtype(dtype).itemsize), zarr.codecs.ZstdCodec(level=codec[1])]
+        return zarr.create_array(store=path, shape=shape, chunks=tuple(chunks) if chunks else shape, dtype=dtype,
+                                 serializer=zarr.codecs.BytesCodec(), compressors=compressors, zarr_format=3)
+
+    def write(self, path, a, chunks, codec):
+        self.create(path, a.shape, a.dtype, chunks, codec)[...] = a
 
     def read(self, path, dtype, shape):
         return zarr.open_array(path, mode="r")[...]
@@ -209,11 +253,6 @@ class Zarr:
     def region(self, h, start, shape):
         return h[tuple(slice(s, s + n) for s, n in zip(start, shape))]
 
-    def create(self, path, shape, dtype, chunks, level):
-        rm(path)
-        return zarr.create_array(store=path, shape=shape, chunks=tuple(chunks), dtype=dtype,
-                                 compressors=zarr.codecs.GzipCodec(level=level), zarr_format=3)
-
     def write_at(self, h, start, a):
         h[tuple(slice(s, s + n) for s, n in zip(start, a.shape))] = a
 
@@ -223,8 +262,9 @@ class Zarr:
 
 class Ds:
     name, ext = "ds-format", ".ds"
+    codecs, lacks = (), "no codec"
 
-    def write(self, path, a, chunks, level):
+    def write(self, path, a, chunks, codec):
         ds_format.write(path, {"v": a, ".": {"v": {".dims": DIMS[: a.ndim]}}})
 
     def read(self, path, dtype, shape):
@@ -233,11 +273,18 @@ class Ds:
 
 class Blosc:
     name, ext = "blosc2", ".b2nd"
+    codecs = ("deflate", "zstd")
 
-    def write(self, path, a, chunks, level):
+    @staticmethod
+    def cparams(codec):
+        if not codec:
+            return {"clevel": 0}
+        name, level = codec
+        return {"codec": {"deflate": blosc2.Codec.ZLIB, "zstd": blosc2.Codec.ZSTD}[name], "clevel": level, "filters": [blosc2.Filter.SHUFFLE]}
+
+    def write(self, path, a, chunks, codec):
         rm(path)
-        cp = {"codec": blosc2.Codec.ZLIB, "clevel": level, "filters": [blosc2.Filter.SHUFFLE]} if level else {"clevel": 0}
-        blosc2.asarray(a, urlpath=path, mode="w", chunks=tuple(chunks) if chunks else None, cparams=cp)
+        blosc2.asarray(a, urlpath=path, mode="w", chunks=tuple(chunks) if chunks else None, cparams=self.cparams(codec))
 
     def read(self, path, dtype, shape):
         return blosc2.open(path)[...]
@@ -248,10 +295,9 @@ class Blosc:
     def region(self, h, start, shape):
         return h[tuple(slice(s, s + n) for s, n in zip(start, shape))]
 
-    def create(self, path, shape, dtype, chunks, level):
+    def create(self, path, shape, dtype, chunks, codec):
         rm(path)
-        cp = {"codec": blosc2.Codec.ZLIB, "clevel": level, "filters": [blosc2.Filter.SHUFFLE]}
-        return blosc2.empty(shape, dtype, chunks=tuple(chunks), urlpath=path, mode="w", cparams=cp)
+        return blosc2.empty(shape, dtype, chunks=tuple(chunks), urlpath=path, mode="w", cparams=self.cparams(codec))
 
     def write_at(self, h, start, a):
         h[tuple(slice(s, s + n) for s, n in zip(start, a.shape))] = a
@@ -262,15 +308,20 @@ class Blosc:
 
 class Ts:
     name, ext = "tensorstore", ".ts.zarr"
+    codecs = ("deflate", "zstd")
 
-    def write(self, path, a, chunks, level):
+    def create(self, path, shape, dtype, chunks, codec):
+        # zarr3 has no plain shuffle codec in tensorstore (only blosc's): deflate is gzip, zstd is zstd, unshuffled.
         codecs = [{"name": "bytes", "configuration": {"endian": "little"}}]
-        if level:
-            codecs.append({"name": "gzip", "configuration": {"level": level}})
+        if codec:
+            codecs.append({"name": {"deflate": "gzip", "zstd": "zstd"}[codec[0]], "configuration": {"level": codec[1]}})
         spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": path},
-                "metadata": {"shape": list(a.shape), "data_type": a.dtype.name, "codecs": codecs,
-                             "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(chunks or a.shape)}}}}
-        ts.open(spec, create=True, delete_existing=True).result().write(a).result()
+                "metadata": {"shape": list(shape), "data_type": np.dtype(dtype).name, "codecs": codecs,
+                             "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(chunks or shape)}}}}
+        return ts.open(spec, create=True, delete_existing=True).result()
+
+    def write(self, path, a, chunks, codec):
+        self.create(path, a.shape, a.dtype, chunks, codec).write(a).result()
 
     def read(self, path, dtype, shape):
         return self.opener(path).read().result()
@@ -280,13 +331,6 @@ class Ts:
 
     def region(self, h, start, shape):
         return h[tuple(slice(s, s + n) for s, n in zip(start, shape))].read().result()
-
-    def create(self, path, shape, dtype, chunks, level):
-        codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "gzip", "configuration": {"level": level}}]
-        spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": path},
-                "metadata": {"shape": list(shape), "data_type": np.dtype(dtype).name, "codecs": codecs,
-                             "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(chunks)}}}}
-        return ts.open(spec, create=True, delete_existing=True).result()
 
     def write_at(self, h, start, a):
         h[tuple(slice(s, s + n) for s, n in zip(start, a.shape))].write(a).result()
@@ -298,12 +342,17 @@ class Ts:
 class TileDb:
     """A dense array, one tile per chunk, one attribute "v"."""
     name, ext = "tiledb", ".tdb"
+    codecs = ("deflate", "zstd")
 
-    def create(self, path, shape, dtype, chunks, level):
+    def create(self, path, shape, dtype, chunks, codec):
         rm(path)
         dims = [tiledb.Dim(name=d, domain=(0, n - 1), tile=t, dtype=np.uint64) for d, n, t in zip(DIMS, shape, chunks or shape)]
-        # The others' codec: byte shuffle, then deflate (gzip) at the same level.
-        filters = tiledb.FilterList([tiledb.ByteShuffleFilter(), tiledb.GzipFilter(level)]) if level else None
+        # The others' codec: byte shuffle, then deflate (gzip) or zstd at the same level.
+        if codec:
+            compress = {"deflate": tiledb.GzipFilter, "zstd": tiledb.ZstdFilter}[codec[0]]
+            filters = tiledb.FilterList([tiledb.ByteShuffleFilter(), compress(codec[1])])
+        else:
+            filters = None
         tiledb.Array.create(path, tiledb.ArraySchema(domain=tiledb.Domain(*dims), attrs=[tiledb.Attr("v", dtype, filters=filters)]))
         return tiledb.open(path, "w")
 
@@ -313,8 +362,8 @@ class TileDb:
     def finish(self, h):
         h.close()
 
-    def write(self, path, a, chunks, level):
-        h = self.create(path, a.shape, a.dtype, chunks, level)
+    def write(self, path, a, chunks, codec):
+        h = self.create(path, a.shape, a.dtype, chunks, codec)
         self.write_at(h, (0,) * a.ndim, a)
         self.finish(h)
 
@@ -357,7 +406,7 @@ def suite_a(o):
     for label, a in [("tiny files (one int64)", np.array([42], np.int64)), ("small files (arange(1000) int64)", np.arange(1000, dtype=np.int64))]:
         for s in SYSTEMS:
             paths = [os.path.join(d, f"{s.name.replace(' ', '_')}{i}{s.ext}") for i in range(n)]
-            w = median_time(3, lambda: [s.write(p, a, None, 0) for p in paths])
+            w = median_time(3, lambda: [s.write(p, a, None, None) for p in paths])
             r = median_time(3, lambda: [s.read(p, a.dtype, a.shape) for p in paths])
             assert np.array_equal(s.read(paths[0], a.dtype, a.shape), a), s.name
             rows.append((f"write {n} {label}", s.name, w, a.nbytes * n, size_of(paths[0])))
@@ -366,7 +415,7 @@ def suite_a(o):
     a = (np.arange(planes * 1000 * 1000, dtype=np.float64) % 7919).reshape(planes, 1000, 1000)
     for s in SYSTEMS:
         p = os.path.join(d, "large" + s.ext)
-        w = median_time(3, lambda: s.write(p, a, (1, 250, 1000), 0))
+        w = median_time(3, lambda: s.write(p, a, (1, 250, 1000), None))
         r = median_time(3, lambda: s.read(p, a.dtype, a.shape))
         rows.append((f"write large ({planes}x1000x1000 float64)", s.name, w, a.nbytes, size_of(p)))
         rows.append((f"read large ({planes}x1000x1000 float64)", s.name, r, a.nbytes, 0))
@@ -381,7 +430,26 @@ def volume(n):
     return (np.sin(6 * i + 2 * j) * np.cos(9 * k + 3 * i * j) + 0.25 * np.sin(17 * k)).astype(np.float32)
 
 
-def suite_b(o):
+# Suite b's variants: name -> (codec, table label, note printed under the table).
+B_VARIANTS = {
+    "raw": (None, "uncompressed", None),
+    "deflate": (("deflate", 1), "deflate level 1 with shuffle (zarr, tensorstore: gzip level 1, no shuffle)", None),
+    "zstd": (("zstd", 1), "zstd level 1 with byte shuffle (zarr v3: bytes, numcodecs.shuffle, zstd; tensorstore: zstd, no shuffle)",
+             "Byte shuffle, then zstd level 1, per 64^3 chunk: libvds; h5py: HDF5's shuffle, then hdf5plugin's Zstd "
+             "filter; netCDF4: compression=\"zstd\", its shuffle set through libnetcdf (netCDF4-python drops "
+             "shuffle=True with zstd); zarr v3: bytes, numcodecs.shuffle (not in the v3 spec), zstd; blosc2: ZSTD "
+             "with SHUFFLE, in blocks within each chunk; TileDB: ByteShuffleFilter, ZstdFilter. Tensorstore: zstd "
+             "without shuffle (its zarr3 driver's only shuffle is blosc's). The plain file is raw."),
+}
+
+
+def vds_codec_id(path):
+    """The codec id ("none", "deflate", "zstd") of the first variable in a libvds file's descriptor, its second line."""
+    with open(path, "rb") as f:
+        return json.loads(f.read(1 << 16).split(b"\n")[1])["variables"][0]["codec"]["id"]
+
+
+def suite_b(o, variants):
     n = 256 if o.quick else 512
     d = os.path.join(o.dir, "b")
     os.makedirs(d, exist_ok=True)
@@ -389,14 +457,17 @@ def suite_b(o):
     rng = np.random.default_rng(7)
     bricks = [tuple(int(x) * 64 for x in rng.integers(0, n // 64, 3)) for _ in range(1000)]
     boxes = [tuple(int(x) for x in rng.integers(0, n - 8, 3)) for _ in range(1000)]
-    for level in (0, 1):
-        rows = []
+    for codec, label, note in (B_VARIANTS[x] for x in variants):
+        rows, left_out = [], []
         for s in SYSTEMS:
-            if s.name == "ds-format" and level:
-                continue  # ds-format has no compression
+            if codec and codec[0] not in s.codecs:
+                left_out.append(f"{s.name} ({s.lacks})")
+                continue
             p = os.path.join(d, "vol" + s.ext)
-            w = median_time(3, lambda: s.write(p, v, (64, 64, 64), level))
+            w = median_time(3, lambda: s.write(p, v, (64, 64, 64), codec))
             rows.append(("full write", s.name, w, v.nbytes, size_of(p)))
+            if isinstance(s, Vds):  # not timed: the codec asked for is the one stored
+                assert vds_codec_id(p) == (codec[0] if codec else "none"), vds_codec_id(p)
             r = median_time(3, lambda: s.read(p, v.dtype, v.shape))
             assert np.array_equal(s.read(p, v.dtype, v.shape), v), s.name
             rows.append(("full read", s.name, r, v.nbytes, 0))
@@ -413,8 +484,10 @@ def suite_b(o):
                 rows.append(("1000 random 64^3 bricks", s.name, median_time(3, lambda: [s.region(h, b, (64, 64, 64)) for b in bricks]), 1000 * 64**3 * 4, 0))
                 rows.append(("1000 random 8^3 boxes", s.name, median_time(3, lambda: [s.region(h, b, (8, 8, 8)) for b in boxes]), 1000 * 512 * 4, 0))
             rm(p)
-        label = "deflate level 1 with shuffle (zarr, tensorstore: gzip level 1, no shuffle)" if level else "uncompressed"
         table(f"(b) {n}^3 float32 volume in 64^3 chunks, {label}", sorted(rows, key=lambda r: r[0]))
+        if note or left_out:
+            print("\n" + " ".join(([note] if note else []) + ([f"Left out: {', '.join(left_out)}."] if left_out else [])))
+            sys.stdout.flush()
 
 
 def suite_c(o):
@@ -428,7 +501,7 @@ def suite_c(o):
     for s in [Vds(), H5(), Ts(), TileDb()] + ([Zarr(), Blosc()] if o.quick else []):
         p = os.path.join(d, "many" + s.ext)
         t0 = time.perf_counter()
-        s.write(p, a, (4,), 0)
+        s.write(p, a, (4,), None)
         build = time.perf_counter() - t0
 
         def open_last():
@@ -466,7 +539,7 @@ def stream_child(name, path, planes, side):
     through the system `name`, chunk row by chunk row from one reused buffer, and prints the time of
     the writes and the close, the resident memory just before the first write, and the peak."""
     s = next(x for x in SYSTEMS if x.name == name)
-    h = s.create(path, (planes, side, side), np.float32, (ROW, ROW, ROW), 1)
+    h = s.create(path, (planes, side, side), np.float32, (ROW, ROW, ROW), ("deflate", 1))
     row = np.empty((ROW, side, side), np.float32)
     secs = 0.0
     for z0 in range(0, planes, ROW):
@@ -518,7 +591,8 @@ def suite_d(o):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--suite", default="a,b,c,d")
+    ap.add_argument("--suite", default="a,b,c,d", help="a, b (its three variants: uncompressed, deflate, zstd), "
+                    "c, d, or one variant of b alone: b-raw, b-deflate, b-zstd")
     ap.add_argument("--dir", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "vds-peers"))
     ap.add_argument("--stream", nargs=4, help=argparse.SUPPRESS)  # suite d's child: system, path, planes, side
     o = ap.parse_args([x for x in sys.argv[1:] if x != "--setup"])
@@ -527,10 +601,16 @@ def main():
         return stream_child(name, path, int(planes), int(side))
     os.makedirs(o.dir, exist_ok=True)
     from importlib.metadata import version
-    print("versions: " + ", ".join(f"{p} {version(p)}" for p in ["numpy", "h5py", "netCDF4", "zarr", "tensorstore", "ds-format", "blosc2", "tiledb"])
+    print("versions: " + ", ".join(f"{p} {version(p)}" for p in ["numpy", "h5py", "hdf5plugin", "netCDF4", "zarr", "numcodecs",
+                                                                   "tensorstore", "ds-format", "blosc2", "tiledb"] if hdf5plugin or p != "hdf5plugin")
           + f", libvds {vds.version()}")
+    suites = {"a": suite_a, "b": lambda o: suite_b(o, B_VARIANTS), "c": suite_c, "d": suite_d}
+    suites.update({f"b-{x}": (lambda o, x=x: suite_b(o, [x])) for x in B_VARIANTS})
     for s in o.suite.split(","):
-        {"a": suite_a, "b": suite_b, "c": suite_c, "d": suite_d}[s](o)
+        if s not in suites:
+            sys.exit(f"unknown suite {s!r}: expected one of {', '.join(suites)}")
+    for s in o.suite.split(","):
+        suites[s](o)
 
 
 if __name__ == "__main__":
