@@ -42,7 +42,7 @@ for i, dt in enumerate(vds.DTYPES):
         s = ds.read("v", start=(1, 0, 2), shape=(4, 7, 1), step=(3, 1, 1))
         assert np.array_equal(s, ref[1:13:3, :, 2:3]), dt
         checks += 4
-for bad in ["lz4", ("zstd", 23)]:
+for bad in ["lz4", ("zstd", 23), ["zstd", 0]]:
     try:
         vds.create(os.path.join(d, "bad.vds"), axes=[("a", 4)], variables=[("v", "int32", ["a"], None, bad)])
         raise AssertionError(f"codec {bad!r} must be refused")

@@ -313,7 +313,7 @@ def create(path, axes, variables, attributes=None, overwrite=False, sync=True, g
             _check(_lib.vds_builder_add_variable(b, name.encode(), _code(dtype), names, len(ax),
                                                  _arr(chunk) if chunk else None))
             if codec:
-                kind, level = codec if isinstance(codec, tuple) else (codec, None)
+                kind, level = codec if isinstance(codec, (tuple, list)) else (codec, None)
                 if kind not in _CODECS:
                     raise ValueError(f"codec {codec!r}: expected None, 'deflate', 'zstd' or a (name, level) pair")
                 compression, default = _CODECS[kind]

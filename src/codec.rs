@@ -391,6 +391,21 @@ mod tests {
         }
     }
 
+    /// RFC 8878's frame magic number, little-endian.
+    #[cfg(feature = "zstd")]
+    const FRAME_MAGIC_FOR_TESTS: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
+
+    /// A build without zstd refuses zstd chunks with an error.
+    #[test]
+    #[cfg(not(feature = "zstd"))]
+    fn zstd_chunks_are_an_error_without_zstd() {
+        let mut out = vec![0u8; 64];
+        for codec in [CODEC_ZSTD, CODEC_ZSTD | CODEC_SHUFFLE] {
+            let e = decode(DType::Float32, codec, &[0x28, 0xB5, 0x2F, 0xFD, 0, 0], &mut out).unwrap_err();
+            assert!(e.contains("this build of libvds has no zstd"), "{e}");
+        }
+    }
+
     /// Frames agree with an independent zstd (ruzstd, pure Rust) both ways,
     /// and everything but one frame of exactly the raw length is refused.
     #[test]
@@ -440,6 +455,26 @@ mod tests {
         refused(&dict, data.len(), "needs dictionary 7");
         // A frame with a content checksum (which libvds does not write) is checked when present.
         let sum = compress_to_vec(&data[..], CompressionLevel::Fastest);
+        // Without a content size in the header (ruzstd writes none) the size is checked after decoding.
+        assert!(matches!(zstd_safe::get_frame_content_size(&sum), Ok(None)));
+        refused(&sum, data.len() - 4, &format!("does not decode to the declared {} bytes", data.len() - 4));
+        refused(&sum, data.len() + 4, &format!("zstd frame holds {} bytes, expected {}", data.len(), data.len() + 4));
+        // Blocks larger than Block_Maximum_Size, which libzstd's one-pass decoder would accept:
+        // one RLE block of 2 MiB - 1 (the limit is 128 KiB) in a 13-byte frame with its content size ...
+        let n: u32 = (1 << 21) - 1;
+        let mut rle = FRAME_MAGIC_FOR_TESTS.to_vec();
+        rle.push(0xA0); // single segment, 4-byte content size
+        rle.extend_from_slice(&n.to_le_bytes());
+        rle.extend_from_slice(&(n << 3 | 1 << 1 | 1).to_le_bytes()[..3]);
+        rle.push(7);
+        assert_eq!(rle.len(), 13);
+        refused(&rle, n as usize, "zstd block of 2097151 bytes exceeds the frame's largest block (131072 bytes)");
+        // ... and a raw block of 2000 bytes in a frame whose window is 1 KiB.
+        let mut raw = FRAME_MAGIC_FOR_TESTS.to_vec();
+        raw.extend_from_slice(&[0x00, 0x00]); // no content size, window descriptor 0: 1 KiB
+        raw.extend_from_slice(&(2000u32 << 3 | 1).to_le_bytes()[..3]);
+        raw.extend(std::iter::repeat_n(5u8, 2000));
+        refused(&raw, 2000, "zstd block of 2000 bytes exceeds the frame's largest block (1024 bytes)");
         assert!(sum[4] & 0x04 != 0, "ruzstd writes a content checksum");
         let mut bad = sum.clone();
         *bad.last_mut().unwrap() ^= 1;

@@ -1457,6 +1457,10 @@ impl Dataset {
         if length == 0 || length as usize > raw {
             return Err(bad(format!("stored length {length} outside 1..={raw}")));
         }
+        // Codec byte 2 is a format 1.3 feature: a file must announce it (SPEC.md 6.3).
+        if codec & 0x0f == codec::CODEC_ZSTD && !self.desc.features.incompat.iter().any(|f| f == FEATURE_ZSTD) {
+            return Err(bad(format!("codec byte {codec:#04x} (zstd) in a file that does not list the feature \"zstd\"")));
+        }
         // No codec expands beyond a fixed ratio: a short entry cannot claim a huge chunk.
         if (raw as u64) > u64::from(length) * codec::max_expansion(codec) + 1024 {
             return Err(bad(format!("{length} stored bytes cannot hold a chunk of {raw} bytes")));

@@ -215,24 +215,73 @@ fn newer_versions_and_unknown_features_are_named() {
     assert!(text.contains("\"future_field\":{\"kept\":true}") && text.contains("\"future_axis_field\":1"), "{text}");
 }
 
+/// `file` with field `at` of leaf entry 0 of its root page (the only page
+/// of a small file) set to `value`, and page and slot re-sealed, as a
+/// malicious writer would.
+fn with_entry(file: &[u8], at: usize, value: &[u8]) -> Vec<u8> {
+    let mut b = file.to_vec();
+    let slot = newest_slot(&b);
+    let root = u64_at(&b, slot + 64) as usize;
+    let e = root + 8;
+    b[e + at..e + at + value.len()].copy_from_slice(value);
+    let crc = crc32(&b[root..root + 4092]);
+    b[root + 4092..root + 4096].copy_from_slice(&crc.to_le_bytes());
+    b[slot + 60..slot + 64].copy_from_slice(&crc.to_le_bytes());
+    reseal_slot(&mut b, slot);
+    b
+}
+
+/// A stored entry cannot claim more raw bytes than its codec can expand its
+/// stored bytes to (deflate 1032:1, zstd 32768:1, plus 1 KiB), and codec
+/// byte 2 (zstd) is corrupt in a file that does not list the feature.
+#[test]
+fn entries_cannot_claim_more_than_their_codec_expands_to() {
+    let dir = Scratch::new("ratio");
+    // One chunk of 64 KiB that no codec shrinks, so it is stored raw.
+    let mut rng = Rng::new(0x9E37_79B9);
+    let noise: Vec<i32> = (0..16384).map(|_| rng.next() as i32).collect();
+    let file = |codec: Codec| {
+        let path = dir.path("r.vds");
+        let mut ds = DatasetBuilder::new()
+            .overwrite(true)
+            .axis(Axis::new("x", 16384))
+            .variable(VariableBuilder::new("v", DType::Int32, &["x"]).chunk(&[16384]).codec(codec))
+            .create(&path)
+            .unwrap();
+        ds.write("v", &Region::full(&[16384]).unwrap(), Order::C, &noise).unwrap();
+        ds.close().unwrap();
+        std::fs::read(&path).unwrap()
+    };
+    let edited = dir.path("e.vds");
+    let read = |b: &[u8]| {
+        std::fs::write(&edited, b).unwrap();
+        let e = Dataset::open(&edited).unwrap().read_vec::<i32>("v", &Region::full(&[16384]).unwrap(), Order::C).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+        e.to_string()
+    };
+    // (codec byte, stored length): 63 bytes can hold 64 KiB of deflate, 40 cannot; 1 byte of zstd cannot, 2 can.
+    for (f, listed) in [(file(Codec::deflate(1)), false), (file(Codec::zstd(1)), true)] {
+        let e = |codec: u8, len: u32| read(&with_entry(&with_entry(&f, 37, &[codec]), 48, &len.to_le_bytes()));
+        assert!(e(0x01, 40).contains("40 stored bytes cannot hold a chunk of 65536 bytes"));
+        assert!(e(0x01, 63).contains("CRC32 mismatch"));
+        if listed {
+            assert!(e(0x02, 1).contains("1 stored bytes cannot hold a chunk of 65536 bytes"));
+            assert!(e(0x12, 2).contains("CRC32 mismatch"));
+        } else {
+            for codec in [0x02, 0x12] {
+                let msg = e(codec, 40);
+                assert!(msg.contains("(zstd) in a file that does not list the feature \"zstd\""), "{msg}");
+            }
+        }
+    }
+}
+
 #[test]
 fn hostile_index_entries_are_refused_without_large_allocations() {
     let dir = Scratch::new("entry");
     let (path, _) = sample(&dir, Codec::NONE);
     let orig = std::fs::read(&path).unwrap();
-    let slot = newest_slot(&orig);
-    let root = u64_at(&orig, slot + 64) as usize;
-    // Rewrite field `at` of leaf entry 0 and re-seal page and slot, as a malicious writer would.
-    let with_entry = |at: usize, value: &[u8]| {
-        let mut b = orig.clone();
-        let e = root + 8;
-        b[e + at..e + at + value.len()].copy_from_slice(value);
-        let crc = crc32(&b[root..root + 4092]);
-        b[root + 4092..root + 4096].copy_from_slice(&crc.to_le_bytes());
-        b[slot + 60..slot + 64].copy_from_slice(&crc.to_le_bytes());
-        reseal_slot(&mut b, slot);
-        b
-    };
+    let with_entry = |at: usize, value: &[u8]| with_entry(&orig, at, value);
     let edited = dir.path("h.vds");
     for (at, value, want) in [
         (48, &u32::MAX.to_le_bytes()[..], "stored length"),

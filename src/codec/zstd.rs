@@ -8,10 +8,37 @@ use zstd_safe::{CCtx, DCtx};
 
 /// The first four bytes of every zstd frame (RFC 8878 3.1.1), little-endian 0xFD2FB528.
 const FRAME_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
+/// The largest block a frame may hold, whatever its window (RFC 8878 3.1.1.2).
+const MAX_BLOCK: u64 = 128 << 10;
 
 thread_local! {
     static COMPRESSOR: RefCell<Option<CCtx<'static>>> = const { RefCell::new(None) };
     static DECOMPRESSOR: RefCell<Option<DCtx<'static>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on this thread's context in `slot`, made on first use; on a
+/// thread whose locals are being torn down (a C caller in a thread-specific
+/// data destructor), on a context made for this call alone. None when
+/// libzstd cannot allocate one.
+fn with_context<T: 'static, R>(
+    slot: &'static std::thread::LocalKey<RefCell<Option<T>>>,
+    create: fn() -> Option<T>,
+    f: impl FnOnce(&mut T) -> R,
+) -> Option<R> {
+    let mut f = Some(f);
+    let kept = slot.try_with(|cell| {
+        let mut cell = cell.try_borrow_mut().ok()?;
+        if cell.is_none() {
+            *cell = create();
+        }
+        let f = f.take()?;
+        cell.as_mut().map(f)
+    });
+    match (kept, f) {
+        (Ok(Some(r)), _) => Some(r),
+        (_, Some(f)) => create().as_mut().map(f),
+        (_, None) => None,
+    }
 }
 
 /// Compresses `input` at `level` (1..=22) into one zstd frame shorter than
@@ -21,24 +48,21 @@ pub(super) fn compress_shorter(input: &[u8], level: u8) -> Option<Vec<u8>> {
     if input.len() < 2 {
         return None;
     }
-    COMPRESSOR.with(|cell| {
-        let mut cell = cell.borrow_mut();
-        if cell.is_none() {
-            *cell = Some(CCtx::try_create()?);
-        }
-        let c = cell.as_mut()?;
+    with_context(&COMPRESSOR, CCtx::try_create, |c| {
         let mut out: Vec<u8> = Vec::with_capacity(input.len() - 1);
         // Fails (dstSize_tooSmall) when the frame would not fit, that is, not be shorter.
         let n = c.compress(&mut out, input, i32::from(level)).ok()?;
         (n < input.len()).then_some(out)
     })
+    .flatten()
 }
 
 /// Decodes one zstd frame into exactly `out.len()` bytes. Anything but a
 /// single frame that fills `out` exactly is an error: a skippable or legacy
 /// frame, a frame that needs a dictionary, more than one frame, trailing
-/// bytes, a frame that holds more or fewer bytes, a failed content checksum.
-/// Output is bounded by `out`, so no input can make this allocate or write more.
+/// bytes, a block larger than the format allows, a frame that holds more or
+/// fewer bytes, a failed content checksum. Output is bounded by `out`, so no
+/// input can make this allocate or write more.
 pub(super) fn decompress_exact(input: &[u8], out: &mut [u8]) -> Result<(), String> {
     if input.get(..4) != Some(&FRAME_MAGIC[..]) {
         return Err("not a zstd frame (bad magic number)".into());
@@ -57,18 +81,59 @@ pub(super) fn decompress_exact(input: &[u8], out: &mut [u8]) -> Result<(), Strin
         Ok(_) => {}
         Err(_) => return Err("zstd frame header is damaged".into()),
     }
-    DECOMPRESSOR.with(|cell| {
-        let mut cell = cell.borrow_mut();
-        if cell.is_none() {
-            *cell = Some(DCtx::try_create().ok_or("no memory for a zstd decompressor")?);
-        }
-        let d = cell.as_mut().ok_or("no zstd decompressor")?;
-        let n = d
-            .decompress(out, input)
-            .map_err(|e| format!("zstd frame does not decode to the declared {want} bytes ({})", zstd_safe::get_error_name(e)))?;
-        if n != want {
-            return Err(format!("zstd frame holds {n} bytes, expected {want}"));
-        }
-        Ok(())
+    check_blocks(input)?;
+    let n = with_context(&DECOMPRESSOR, DCtx::try_create, |d| {
+        d.decompress(out, input)
+            .map_err(|e| format!("zstd frame does not decode to the declared {want} bytes ({})", zstd_safe::get_error_name(e)))
     })
+    .ok_or("no memory for a zstd decompressor")??;
+    if n != want {
+        return Err(format!("zstd frame holds {n} bytes, expected {want}"));
+    }
+    Ok(())
+}
+
+/// Checks what libzstd's one-pass decoder does not: that no block is larger
+/// than Block_Maximum_Size, min(Window_Size, 128 KiB) (RFC 8878 3.1.1.2).
+/// `frame` is one whole frame, as `find_frame_compressed_size` has checked;
+/// every read here is bounds-checked anyway.
+fn check_blocks(frame: &[u8]) -> Result<(), String> {
+    let damaged = || "zstd frame is truncated or damaged (frame header)".to_string();
+    let fhd = *frame.get(4).ok_or_else(damaged)?;
+    let single_segment = fhd & 0x20 != 0;
+    let fcs_len = match fhd >> 6 {
+        0 => usize::from(single_segment),
+        1 => 2,
+        2 => 4,
+        _ => 8,
+    };
+    let dict_len = [0, 1, 2, 4][usize::from(fhd & 3)];
+    let mut at = 5;
+    let window = if single_segment {
+        let field = frame.get(5 + dict_len..5 + dict_len + fcs_len).ok_or_else(damaged)?;
+        let mut le = [0u8; 8];
+        le[..fcs_len].copy_from_slice(field);
+        // The 2-byte form stores the size minus 256.
+        u64::from_le_bytes(le) + if fcs_len == 2 { 256 } else { 0 }
+    } else {
+        let wd = *frame.get(5).ok_or_else(damaged)?;
+        at += 1;
+        let base = 1u64 << (10 + (wd >> 3));
+        base + base / 8 * u64::from(wd & 7)
+    };
+    at += dict_len + fcs_len;
+    let max_block = window.min(MAX_BLOCK);
+    loop {
+        let h = frame.get(at..at + 3).ok_or_else(damaged)?;
+        let header = u32::from(h[0]) | u32::from(h[1]) << 8 | u32::from(h[2]) << 16;
+        let (last, kind, size) = (header & 1 == 1, (header >> 1) & 3, u64::from(header >> 3));
+        if size > max_block {
+            return Err(format!("zstd block of {size} bytes exceeds the frame's largest block ({max_block} bytes)"));
+        }
+        // Raw and compressed blocks carry `size` bytes; an RLE block one byte that repeats `size` times.
+        at += 3 + if kind == 1 { 1 } else { size as usize };
+        if last {
+            return Ok(());
+        }
+    }
 }

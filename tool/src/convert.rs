@@ -45,7 +45,7 @@ Options:
                         VAR=N,N,... for one variable; repeatable
   --codec none|deflate[:LEVEL]|zstd[:LEVEL]
                                 compression (default deflate:1; zstd: level 1 by default)
-  --no-shuffle          no byte shuffle before deflate
+  --no-shuffle          no byte shuffle before compressing
   --lods N              keep N levels of detail (each halves every axis)
   --lod-method M        average (default; not for bool) or nearest
   --partitioning N,N,...  also store the data in chunks of this shape (2-D
@@ -104,7 +104,7 @@ Options:
                         VAR=N,N,... for one variable; repeatable
   --codec none|deflate[:LEVEL]|zstd[:LEVEL]
                                 new compression for every variable
-  --no-shuffle          with --codec deflate: no byte shuffle
+  --no-shuffle          with --codec deflate or zstd: no byte shuffle
   --lods N              levels of detail for every variable (each halves every axis)
   --lod-method M        average (default; not for bool) or nearest
   --partitioning N,N,...  replace the further partitionings (2-D tiles such
