@@ -16,6 +16,31 @@ mod deflate;
 #[cfg(feature = "zstd")]
 mod zstd;
 
+/// Runs `f` on this thread's context in `slot`, made on first use; on a
+/// thread whose locals are being torn down (a C caller in a thread-specific
+/// data destructor), on a context made for this call alone. None when the
+/// codec library cannot allocate one. Shared by the deflate and zstd contexts.
+fn with_context<T: 'static, R>(
+    slot: &'static std::thread::LocalKey<std::cell::RefCell<Option<T>>>,
+    create: fn() -> Option<T>,
+    f: impl FnOnce(&mut T) -> R,
+) -> Option<R> {
+    let mut f = Some(f);
+    let kept = slot.try_with(|cell| {
+        let mut cell = cell.try_borrow_mut().ok()?;
+        if cell.is_none() {
+            *cell = create();
+        }
+        let f = f.take()?;
+        cell.as_mut().map(f)
+    });
+    match (kept, f) {
+        (Ok(Some(r)), _) => Some(r),
+        (_, Some(f)) => create().as_mut().map(f),
+        (_, None) => None,
+    }
+}
+
 /// Codec byte: the compression id in the low 4 bits.
 pub(crate) const CODEC_NONE: u8 = 0;
 /// Codec byte: zlib-wrapped deflate.
@@ -318,6 +343,45 @@ mod tests {
         assert!(decode(DType::UInt8, CODEC_DEFLATE, &bomb[..bomb.len() / 2], &mut out).is_err());
         assert!(decode(DType::UInt8, 0x07, &bomb, &mut out).is_err());
         assert!(decode(DType::UInt8, CODEC_NONE, &bomb, &mut out).is_err());
+    }
+
+    /// A chunk encoded and decoded from a thread-local's destructor that runs
+    /// after the codec contexts' own (so those are gone) uses contexts made
+    /// for the call, instead of panicking, which would abort the process.
+    #[test]
+    #[cfg_attr(miri, ignore = "libdeflate and libzstd are C, which miri cannot run")]
+    fn codecs_work_after_the_threads_contexts_are_destroyed() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static ROUND_TRIPS: AtomicUsize = AtomicUsize::new(0);
+        struct Late;
+        impl Drop for Late {
+            fn drop(&mut self) {
+                let data: Vec<u8> = (0..4000u32).flat_map(|i| ((i / 7) as f32).to_le_bytes()).collect();
+                let codecs = [
+                    Codec::deflate(6),
+                    #[cfg(feature = "zstd")]
+                    Codec::zstd(3),
+                ];
+                for codec in codecs {
+                    let (c, bytes) = encode(DType::Float32, codec, &data);
+                    let mut out = vec![0u8; data.len()];
+                    if c != CODEC_NONE && decode(DType::Float32, c, &bytes, &mut out).is_ok() && out == data {
+                        ROUND_TRIPS.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            }
+        }
+        thread_local!(static LATE: std::cell::RefCell<Option<Late>> = const { std::cell::RefCell::new(None) });
+        std::thread::spawn(|| {
+            // Registered first, so destroyed last (thread-locals go in reverse order).
+            LATE.with(|l| *l.borrow_mut() = Some(Late));
+            round_trip(DType::Float32, Codec::deflate(6), &[0u8; 400]);
+            #[cfg(feature = "zstd")]
+            round_trip(DType::Float32, Codec::zstd(3), &[0u8; 400]);
+        })
+        .join()
+        .unwrap();
+        assert_eq!(ROUND_TRIPS.load(Ordering::SeqCst), if cfg!(feature = "zstd") { 2 } else { 1 });
     }
 
     /// The shuffle puts byte b of element i (little-endian) at b * n + i, for

@@ -28,10 +28,18 @@ impl Drop for Decompressor {
     }
 }
 
+/// One compressor per level (0..=9), each made when first used.
+#[derive(Default)]
+struct Compressors([Option<Compressor>; 10]);
+
 thread_local! {
-    /// One compressor per level (0..=9), made when first used.
-    static COMPRESSORS: RefCell<[Option<Compressor>; 10]> = const { RefCell::new([const { None }; 10]) };
+    static COMPRESSORS: RefCell<Option<Compressors>> = const { RefCell::new(None) };
     static DECOMPRESSOR: RefCell<Option<Decompressor>> = const { RefCell::new(None) };
+}
+
+fn new_decompressor() -> Option<Decompressor> {
+    // SAFETY: plain allocation; a null result (out of memory) is handled.
+    NonNull::new(unsafe { sys::libdeflate_alloc_decompressor() }).map(Decompressor)
 }
 
 /// Compresses `input` at `level` (0..=9) into a zlib stream shorter than
@@ -41,43 +49,40 @@ pub(super) fn compress_shorter(input: &[u8], level: u8) -> Option<Vec<u8>> {
     if input.len() < 2 {
         return None;
     }
-    COMPRESSORS.with(|cell| {
-        let mut cell = cell.borrow_mut();
-        let slot = cell.get_mut(usize::from(level))?;
-        if slot.is_none() {
-            // SAFETY: plain allocation; a null result (out of memory) is handled.
-            let p = unsafe { sys::libdeflate_alloc_compressor(i32::from(level)) };
-            *slot = Some(Compressor(NonNull::new(p)?));
-        }
-        let c = slot.as_ref()?;
-        let mut out: Vec<u8> = Vec::with_capacity(input.len() - 1);
-        // SAFETY: libdeflate reads `input.len()` bytes of `input` and writes at
-        // most `out.capacity()` bytes into `out`'s spare capacity, returning how
-        // many (0 when the result does not fit).
-        let n = unsafe {
-            sys::libdeflate_zlib_compress(c.0.as_ptr(), input.as_ptr().cast(), input.len(), out.as_mut_ptr().cast(), out.capacity())
-        };
-        if n == 0 || n >= input.len() {
-            return None;
-        }
-        // SAFETY: libdeflate initialized the first `n` <= capacity bytes.
-        unsafe { out.set_len(n) };
-        Some(out)
-    })
+    super::with_context(
+        &COMPRESSORS,
+        || Some(Compressors::default()),
+        |all| {
+            let slot = all.0.get_mut(usize::from(level))?;
+            if slot.is_none() {
+                // SAFETY: plain allocation; a null result (out of memory) is handled.
+                let p = unsafe { sys::libdeflate_alloc_compressor(i32::from(level)) };
+                *slot = Some(Compressor(NonNull::new(p)?));
+            }
+            let c = slot.as_ref()?;
+            let mut out: Vec<u8> = Vec::with_capacity(input.len() - 1);
+            // SAFETY: libdeflate reads `input.len()` bytes of `input` and writes at
+            // most `out.capacity()` bytes into `out`'s spare capacity, returning how
+            // many (0 when the result does not fit).
+            let n = unsafe {
+                sys::libdeflate_zlib_compress(c.0.as_ptr(), input.as_ptr().cast(), input.len(), out.as_mut_ptr().cast(), out.capacity())
+            };
+            if n == 0 || n >= input.len() {
+                return None;
+            }
+            // SAFETY: libdeflate initialized the first `n` <= capacity bytes.
+            unsafe { out.set_len(n) };
+            Some(out)
+        },
+    )
+    .flatten()
 }
 
 /// Inflates a zlib stream into exactly `out.len()` bytes: a stream that ends
 /// early, runs long, fails its Adler-32, or has trailing bytes is an error.
 /// Output is bounded by `out`, so no input can make this allocate or write more.
 pub(super) fn inflate_exact(input: &[u8], out: &mut [u8]) -> Result<(), String> {
-    DECOMPRESSOR.with(|cell| {
-        let mut cell = cell.borrow_mut();
-        if cell.is_none() {
-            // SAFETY: plain allocation; a null result (out of memory) is handled.
-            let p = unsafe { sys::libdeflate_alloc_decompressor() };
-            *cell = Some(Decompressor(NonNull::new(p).ok_or("no memory for a deflate decompressor")?));
-        }
-        let d = cell.as_ref().ok_or("no deflate decompressor")?;
+    super::with_context(&DECOMPRESSOR, new_decompressor, |d| {
         let (mut used_in, mut used_out) = (0usize, 0usize);
         // SAFETY: libdeflate reads at most `input.len()` bytes of `input`, writes
         // at most `out.len()` bytes into `out`, and stores the counts it used.
@@ -112,4 +117,5 @@ pub(super) fn inflate_exact(input: &[u8], out: &mut [u8]) -> Result<(), String> 
         }
         Ok(())
     })
+    .ok_or("no memory for a deflate decompressor")?
 }

@@ -16,31 +16,6 @@ thread_local! {
     static DECOMPRESSOR: RefCell<Option<DCtx<'static>>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` on this thread's context in `slot`, made on first use; on a
-/// thread whose locals are being torn down (a C caller in a thread-specific
-/// data destructor), on a context made for this call alone. None when
-/// libzstd cannot allocate one.
-fn with_context<T: 'static, R>(
-    slot: &'static std::thread::LocalKey<RefCell<Option<T>>>,
-    create: fn() -> Option<T>,
-    f: impl FnOnce(&mut T) -> R,
-) -> Option<R> {
-    let mut f = Some(f);
-    let kept = slot.try_with(|cell| {
-        let mut cell = cell.try_borrow_mut().ok()?;
-        if cell.is_none() {
-            *cell = create();
-        }
-        let f = f.take()?;
-        cell.as_mut().map(f)
-    });
-    match (kept, f) {
-        (Ok(Some(r)), _) => Some(r),
-        (_, Some(f)) => create().as_mut().map(f),
-        (_, None) => None,
-    }
-}
-
 /// Compresses `input` at `level` (1..=22) into one zstd frame shorter than
 /// `input`, or returns None when it would not be shorter (or libzstd could
 /// not allocate its state): the caller then stores the bytes raw.
@@ -48,7 +23,7 @@ pub(super) fn compress_shorter(input: &[u8], level: u8) -> Option<Vec<u8>> {
     if input.len() < 2 {
         return None;
     }
-    with_context(&COMPRESSOR, CCtx::try_create, |c| {
+    super::with_context(&COMPRESSOR, CCtx::try_create, |c| {
         let mut out: Vec<u8> = Vec::with_capacity(input.len() - 1);
         // Fails (dstSize_tooSmall) when the frame would not fit, that is, not be shorter.
         let n = c.compress(&mut out, input, i32::from(level)).ok()?;
@@ -82,7 +57,7 @@ pub(super) fn decompress_exact(input: &[u8], out: &mut [u8]) -> Result<(), Strin
         Err(_) => return Err("zstd frame header is damaged".into()),
     }
     check_blocks(input)?;
-    let n = with_context(&DECOMPRESSOR, DCtx::try_create, |d| {
+    let n = super::with_context(&DECOMPRESSOR, DCtx::try_create, |d| {
         d.decompress(out, input)
             .map_err(|e| format!("zstd frame does not decode to the declared {want} bytes ({})", zstd_safe::get_error_name(e)))
     })
