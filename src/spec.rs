@@ -310,6 +310,13 @@ pub enum Compression {
     },
 }
 
+impl Compression {
+    /// The levels of [`Compression::Deflate`].
+    pub const DEFLATE_LEVELS: std::ops::RangeInclusive<u8> = 0..=9;
+    /// The levels of [`Compression::Zstd`].
+    pub const ZSTD_LEVELS: std::ops::RangeInclusive<u8> = 1..=22;
+}
+
 /// How a variable's chunks are encoded: an optional byte shuffle, then compression.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Codec {
@@ -333,7 +340,8 @@ impl Codec {
     /// Creating a variable with it fails with [`ErrorKind::UnsupportedFeature`]
     /// in a build without the cargo feature `zstd`.
     pub fn zstd(level: u8) -> Codec {
-        Codec { compression: Compression::Zstd { level: level.clamp(1, 22) }, shuffle: true }
+        let levels = Compression::ZSTD_LEVELS;
+        Codec { compression: Compression::Zstd { level: level.clamp(*levels.start(), *levels.end()) }, shuffle: true }
     }
 
     /// The same codec with the shuffle set to `on`.
@@ -369,7 +377,7 @@ impl CodecJson {
         let compression = match (self.id.as_str(), self.level) {
             ("none", None) => Compression::None,
             ("none", Some(_)) => return Err(descriptor_error(format!("variable {var:?}: codec \"none\" takes no \"level\""))),
-            ("deflate", Some(level)) if level <= 9 => Compression::Deflate { level },
+            ("deflate", Some(level)) if Compression::DEFLATE_LEVELS.contains(&level) => Compression::Deflate { level },
             ("deflate", other) => {
                 return Err(descriptor_error(format!("variable {var:?}: deflate needs \"level\" 0..=9, found {other:?}")))
             }
@@ -379,7 +387,7 @@ impl CodecJson {
                     format!("variable {var:?}: codec \"zstd\", and this build of libvds has no zstd (cargo feature \"zstd\")"),
                 ))
             }
-            ("zstd", Some(level)) if (1..=22).contains(&level) => Compression::Zstd { level },
+            ("zstd", Some(level)) if Compression::ZSTD_LEVELS.contains(&level) => Compression::Zstd { level },
             ("zstd", other) => return Err(descriptor_error(format!("variable {var:?}: zstd needs \"level\" 1..=22, found {other:?}"))),
             (id, _) => return Err(Error::new(ErrorKind::UnsupportedFeature, format!("variable {var:?}: unknown codec {id:?}"))),
         };

@@ -192,11 +192,12 @@ pub unsafe extern "C" fn vds_builder_set_codec(
     ffi_boundary!("vds_builder_set_codec", {
         // SAFETY: the caller promises a NUL-terminated string.
         let var = unsafe { arg_str(var, "var")? };
+        let in_levels = |levels: std::ops::RangeInclusive<u8>| u8::try_from(level).is_ok_and(|l| levels.contains(&l));
         let codec = match compression {
             0 => Codec { compression: Compression::None, shuffle },
-            1 if level <= 9 => Codec::deflate(level as u8).with_shuffle(shuffle),
+            1 if in_levels(Compression::DEFLATE_LEVELS) => Codec::deflate(level as u8).with_shuffle(shuffle),
             1 => return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("deflate level {level} is not in 0..9")),
-            2 if (1..=22).contains(&level) => Codec::zstd(level as u8).with_shuffle(shuffle),
+            2 if in_levels(Compression::ZSTD_LEVELS) => Codec::zstd(level as u8).with_shuffle(shuffle),
             2 => return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("zstd level {level} is not in 1..22")),
             c => return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("unknown compression {c}")),
         };

@@ -7,7 +7,7 @@ use crate::{ds, npy};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use vds::serde_json::{Map, Value};
-use vds::{Axis, Codec, DType, Dataset, DatasetBuilder, LodMethod, Order, Region, Variable, VariableBuilder};
+use vds::{Axis, Codec, Compression, DType, Dataset, DatasetBuilder, LodMethod, Order, Region, Variable, VariableBuilder};
 
 /// Bytes moved per block (at least one chunk): 64 MiB, or `VDS_BLOCK_BYTES`.
 pub fn block_budget() -> u64 {
@@ -186,8 +186,8 @@ fn parse_codec(s: &str) -> Result<Codec, String> {
         None if s == "none" => Ok(Codec::NONE),
         None if s == "deflate" => Ok(Codec::deflate(1)),
         None if s == "zstd" => Ok(Codec::zstd(1)),
-        Some(("deflate", l)) => Ok(Codec::deflate(level(l, 0..=9)?)),
-        Some(("zstd", l)) => Ok(Codec::zstd(level(l, 1..=22)?)),
+        Some(("deflate", l)) => Ok(Codec::deflate(level(l, Compression::DEFLATE_LEVELS)?)),
+        Some(("zstd", l)) => Ok(Codec::zstd(level(l, Compression::ZSTD_LEVELS)?)),
         _ => Err("expected none, deflate[:LEVEL] or zstd[:LEVEL]".into()),
     }
 }
