@@ -1101,10 +1101,14 @@ impl Dataset {
                 rest = others;
                 running.push(s.spawn(move || self.read_part(var, region, order, mine, false)));
             }
-            // The scope joins any thread left when one part fails.
-            running
+            // Every thread is joined, also after a part fails: a join waits
+            // until the thread has exited, thread-locals freed, where the
+            // scope's own wait ends when the closure returns.
+            let results: Vec<Result<()>> = running
                 .into_iter()
-                .try_for_each(|t| t.join().unwrap_or_else(|_| Err(Error::new(ErrorKind::Internal, "a read thread panicked"))))
+                .map(|t| t.join().unwrap_or_else(|_| Err(Error::new(ErrorKind::Internal, "a read thread panicked"))))
+                .collect();
+            results.into_iter().collect()
         })
     }
 
@@ -2283,10 +2287,11 @@ fn pipeline<S, T: Send>(
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Result<T>)>(2 * workers);
+        let mut threads = Vec::with_capacity(workers);
         for _ in 0..workers {
             let tx = tx.clone();
             let (next, stop, init, work) = (&next, &stop, &init, &work);
-            s.spawn(move || {
+            threads.push(s.spawn(move || {
                 let mut state = init();
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
@@ -2294,7 +2299,7 @@ fn pipeline<S, T: Send>(
                         return;
                     }
                 }
-            });
+            }));
         }
         drop(tx);
         let mut first_error = None;
@@ -2305,6 +2310,14 @@ fn pipeline<S, T: Send>(
             if let Err(e) = r.and_then(|t| take(i, t)) {
                 stop.store(true, Ordering::Relaxed);
                 first_error = Some(e);
+            }
+        }
+        // Joined one by one: a join returns once the thread has exited (its
+        // thread-locals freed), where the scope's own wait ends earlier. A
+        // worker that panicked never sent its item, so that is an error.
+        for t in threads {
+            if t.join().is_err() && first_error.is_none() {
+                first_error = Some(Error::new(ErrorKind::Internal, "a worker thread panicked"));
             }
         }
         first_error.map_or(Ok(()), Err)
