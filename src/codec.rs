@@ -16,10 +16,11 @@ mod deflate;
 #[cfg(feature = "zstd")]
 mod zstd;
 
-/// Runs `f` on this thread's context in `slot`, made on first use; on a
-/// thread whose locals are being torn down (a C caller in a thread-specific
-/// data destructor), on a context made for this call alone. None when the
-/// codec library cannot allocate one. Shared by the deflate and zstd contexts.
+/// Runs `f` on this thread's context in `slot`, made on first use; once the
+/// thread-local has been destroyed (a call from another thread-local's
+/// destructor that runs after it), on a context made for this call alone.
+/// None when the codec library cannot allocate one. Shared by the deflate
+/// and zstd contexts.
 fn with_context<T: 'static, R>(
     slot: &'static std::thread::LocalKey<std::cell::RefCell<Option<T>>>,
     create: fn() -> Option<T>,

@@ -454,7 +454,7 @@ impl DatasetBuilder {
         if variables.iter().any(|v| v.margin.is_some()) {
             features.incompat.push(FEATURE_MARGINS.into());
         }
-        if variables.iter().any(|v| v.codec.id == FEATURE_ZSTD) {
+        if variables.iter().any(|v| v.codec.id == "zstd") {
             features.incompat.push(FEATURE_ZSTD.into());
         }
         let d = DescriptorJson {
