@@ -87,6 +87,15 @@
 #define VDS_OPEN_ALLOW_EXTERNAL_PATHS 4
 
 /**
+ * `vds_open` flag: with `VDS_OPEN_WRITE`, do not take the advisory writer
+ * lock. Only for file systems whose locks fail (some NFS and Lustre
+ * mounts), and only when nothing else can write the container meanwhile:
+ * two writers without the lock corrupt it. The environment variable
+ * `VDS_USE_FILE_LOCKING=FALSE` does the same for every open and create.
+ */
+#define VDS_OPEN_NO_LOCK 8
+
+/**
  * Status codes returned by every libvds function. `VDS_OK` is 0; values are
  * never renumbered or reused. `vds_last_error_message()` explains the
  * latest failure on the calling thread in words.
@@ -719,7 +728,9 @@ vds_status vds_builder_create(const struct vds_builder *b,
 /**
  * Opens the container at `path` and stores a handle in `*out_dataset`.
  * `flags` is `VDS_OPEN_READ` or `VDS_OPEN_WRITE`, or-ed with any of
- * `VDS_OPEN_NO_SYNC` and `VDS_OPEN_ALLOW_EXTERNAL_PATHS`.
+ * `VDS_OPEN_NO_SYNC`, `VDS_OPEN_ALLOW_EXTERNAL_PATHS` and `VDS_OPEN_NO_LOCK`.
+ * Only regular files open: a FIFO or a device is refused (`VDS_ERR_IO`)
+ * without blocking.
  *
  * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_INVALID_ARGUMENT`
  * (unknown flags), `VDS_ERR_NOT_FOUND`, `VDS_ERR_IO`, `VDS_ERR_CORRUPT`,

@@ -134,6 +134,9 @@ impl CommitSlot {
                 return Err(bad(format!("index root at offset {:#x}, level {} is out of bounds", r.offset, r.level)));
             }
         }
+        if s.sequence == 0 {
+            return Err(bad("sequence number 0 is not a commit".into()));
+        }
         if s.root.is_none() && s.entries != 0 {
             return Err(bad(format!("{} index entries but no index root", s.entries)));
         }

@@ -13,7 +13,7 @@ use crate::spec::{
     FEATURE_MASK, FEATURE_NO_VALUE, FEATURE_PARTITIONINGS, FEATURE_QUANTIZATION, FEATURE_ZSTD, FORMAT_MAJOR, FORMAT_MINOR,
     MAX_DESCRIPTOR_BYTES,
 };
-use crate::storage::{FileStorage, Storage};
+use crate::storage::{open_regular, FileStorage, Storage};
 use crate::wire::{self, crc32};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -21,14 +21,17 @@ use std::fs::{File, OpenOptions as FsOpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+mod consistency;
 mod fragments;
 mod growth;
 mod layers;
+mod locking;
 mod maintenance;
 mod quant;
 mod slots;
 mod writeback;
 pub use fragments::MergeReport;
+pub use locking::FILE_LOCKING_ENV;
 pub use maintenance::{CompactReport, Recovery, Space, VerifyReport};
 
 /// When commits reach the disk.
@@ -66,13 +69,27 @@ pub enum SlotPolicy {
 }
 
 /// Options for opening an existing container.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct OpenOptions {
     write: bool,
     durability: Durability,
     memory_limit: Option<u64>,
     allow_external_paths: bool,
     cache_size: Option<u64>,
+    file_locking: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> OpenOptions {
+        OpenOptions {
+            write: false,
+            durability: Durability::default(),
+            memory_limit: None,
+            allow_external_paths: false,
+            cache_size: None,
+            file_locking: true,
+        }
+    }
 }
 
 impl OpenOptions {
@@ -107,6 +124,16 @@ impl OpenOptions {
         self.cache_size = Some(bytes);
         self
     }
+    /// Whether opening for writing takes the advisory writer lock (on by
+    /// default). Turn it off only on a file system whose locks do not work
+    /// (some NFS and Lustre mounts), and only when nothing else can write
+    /// the container meanwhile: two writers without the lock corrupt it.
+    /// The environment variable `VDS_USE_FILE_LOCKING=FALSE` does the same
+    /// for every open and create (SPEC.md 7.1).
+    pub fn file_locking(&mut self, on: bool) -> &mut OpenOptions {
+        self.file_locking = on;
+        self
+    }
     fn apply(&self, mut ds: Dataset) -> Dataset {
         if let Some(c) = self.cache_size {
             ds.set_cache_size(c);
@@ -123,14 +150,11 @@ impl OpenOptions {
     /// for a file whose features forbid it, `Locked` when another writer holds it.
     pub fn open(&self, path: impl AsRef<Path>) -> Result<Dataset> {
         let path = path.as_ref();
-        let file = FsOpenOptions::new()
-            .read(true)
-            .write(self.write)
-            .open(path)
-            .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-        if self.write {
-            lock(&file, path)?;
-        }
+        let file = if self.write {
+            locking::open_rw_locked(path, self.file_locking)?
+        } else {
+            open_regular(path, FsOpenOptions::new().read(true)).map_err(|e| Error::io(format!("opening {}", path.display()), e))?
+        };
         let storage: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
         Dataset::load(storage, Some(path.to_path_buf()), self.write, self.durability)
             .map(|d| self.apply(d))
@@ -144,21 +168,6 @@ impl OpenOptions {
     pub fn open_storage(&self, storage: Arc<dyn Storage>) -> Result<Dataset> {
         Dataset::load(storage, None, self.write, self.durability).map(|d| self.apply(d))
     }
-}
-
-/// Takes the advisory writer lock, or fails with `Locked`.
-fn lock(file: &File, path: &Path) -> Result<()> {
-    use std::os::unix::io::AsRawFd;
-    // SAFETY: flock on a valid, open descriptor has no memory effects.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Err(Error::new(ErrorKind::Locked, format!("{}: another writer has the file open", path.display())));
-        }
-        return Err(Error::io(format!("locking {}", path.display()), err));
-    }
-    Ok(())
 }
 
 /// A variable to create: name, type, axes, and options.
@@ -491,10 +500,11 @@ impl DatasetBuilder {
             } else {
                 o.create_new(true);
             }
-            o.open(p).map_err(|e| Error::io(format!("creating {}", p.display()), e))
+            open_regular(p, &mut o).map_err(|e| Error::io(format!("creating {}", p.display()), e))
         };
-        let file = open(path)?;
-        lock(&file, path)?;
+        // Locked on the file the path names once the lock is held: a compaction
+        // may rename a new file over it in between.
+        let file = locking::open_locked(path, true, || open(path))?;
         let dir = path.parent().unwrap_or(Path::new("."));
         for (i, s) in self.slots.iter().enumerate() {
             let slot_path = dir.join(s);
@@ -1524,7 +1534,10 @@ impl Dataset {
     /// writer, the written) end; for an external file, below its length.
     /// The inner error describes a range that does not.
     fn check_stored_range(&self, storage: &dyn Storage, slot: u16, offset: u64, length: u32) -> Result<std::result::Result<(), String>> {
-        let end = wire::add(offset, u64::from(length), "chunk end")?;
+        // An end past 2^64 is damage in the entry, reported as such with the others.
+        let Some(end) = offset.checked_add(u64::from(length)) else {
+            return Ok(Err(format!("chunk of {length} bytes at offset {offset:#x} would end past 2^64")));
+        };
         let file_end = if slot == 0 {
             self.end.max(self.commit.file_len)
         } else {
@@ -1569,10 +1582,7 @@ impl Dataset {
                 )));
             }
         }
-        let file = FsOpenOptions::new()
-            .read(true)
-            .write(self.writable)
-            .open(&p)
+        let file = open_regular(&p, FsOpenOptions::new().read(true).write(self.writable))
             .map_err(|e| Error::io(format!("opening external file slot {slot} ({})", p.display()), e))?;
         self.check_slot_identity(i, &file, &format!("external file slot {slot} ({})", p.display()))?;
         let s: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
@@ -1741,14 +1751,26 @@ impl Dataset {
         if !self.has_uncommitted() {
             return Ok(());
         }
-        let result = self.commit_inner();
+        // Sequence numbers never wrap (SPEC.md 4): a wrapped number would
+        // lose to the older slot on the next open, and with it this commit.
+        let Some(sequence) = self.commit.sequence.checked_add(1) else {
+            return Err(Error::new(
+                ErrorKind::OutOfRange,
+                format!(
+                    "commit {} is the last sequence number a container can hold: nothing was written; \
+                     roll back, compact the container (which numbers its commits from 1 again) and write again",
+                    self.commit.sequence
+                ),
+            ));
+        };
+        let result = self.commit_inner(sequence);
         if result.is_err() {
             self.poisoned = true;
         }
         result
     }
 
-    fn commit_inner(&mut self) -> Result<()> {
+    fn commit_inner(&mut self, sequence: u64) -> Result<()> {
         // Chunks held since the layers were updated (the layers' own partial writes).
         self.flush_held()?;
         let fsync = self.durability == Durability::Fsync;
@@ -1789,7 +1811,7 @@ impl Dataset {
         let next = CommitSlot {
             minor: FORMAT_MINOR,
             page_size: self.commit.page_size,
-            sequence: self.commit.sequence + 1,
+            sequence,
             head_len: self.commit.head_len,
             file_len: self.end,
             desc_offset,
@@ -1814,13 +1836,15 @@ impl Dataset {
     /// file stays at that commit, whose descriptor is in the body.
     fn mirror_descriptor(&mut self, json: &[u8], mut next: CommitSlot) {
         let capacity = self.commit.head_len - 1 - self.line1;
+        // At the last sequence number the commit stays as published, its descriptor in the body.
+        let Some(sequence) = next.sequence.checked_add(1) else { return };
         if json.len() as u64 > capacity {
             return;
         }
         let mut line = vec![b' '; capacity as usize];
         line[..json.len()].copy_from_slice(json);
         if self.storage.write_at(self.line1, &line).is_ok() {
-            next.sequence += 1;
+            next.sequence = sequence;
             next.desc_offset = self.line1;
             // On failure the handle keeps the previous commit, which is as good.
             let _ = self.publish(&next);

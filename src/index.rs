@@ -82,7 +82,7 @@ impl Key {
 }
 
 /// Where a chunk lives, or what it is made of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Entry {
     /// Stored bytes in file `slot` (0 = container) at `offset`, `length`
     /// bytes, checksum `crc`, and their XXH64 `hash` (0: not recorded).
@@ -110,6 +110,7 @@ pub(crate) struct Root {
 }
 
 /// A decoded page.
+#[derive(Clone)]
 pub(crate) enum Page {
     Leaf(Vec<(Key, Entry)>),
     Branch(Vec<ChildRef>),
@@ -298,18 +299,52 @@ impl PageReader {
         let Some(root) = root else { return Ok(None) };
         let mut r = ChildRef { key: *key, offset: root.offset, crc: root.crc };
         let mut level = root.level;
+        let mut bounds = Bounds::ROOT;
+        // The nearest page to the right of the path: where `key` would be if
+        // a parent's key hid it (then that page breaks its bounds).
+        let mut right = None;
         loop {
             let page = self.load(storage, &r, level)?;
+            bounds.check(&page, r.offset)?;
             match &*page {
                 Page::Leaf(entries) => {
-                    return Ok(entries.binary_search_by(|(k, _)| k.cmp(key)).ok().map(|i| entries[i].1));
+                    return match entries.binary_search_by(|(k, _)| k.cmp(key)) {
+                        Ok(i) => Ok(Some(entries[i].1)),
+                        Err(i) if i == entries.len() => self.check_leftmost(storage, right).map(|()| None),
+                        Err(_) => Ok(None),
+                    };
                 }
                 Page::Branch(children) => {
                     let i = children.partition_point(|c| c.key <= *key);
-                    if i == 0 {
-                        return Ok(None);
+                    let below = child_level(level, r.offset)?;
+                    if let Some(next) = children.get(i) {
+                        right = Some((*next, below, bounds.child(children, i)));
                     }
+                    if i == 0 {
+                        return self.check_leftmost(storage, right).map(|()| None);
+                    }
+                    bounds = bounds.child(children, i - 1);
                     r = children[i - 1];
+                    level = below;
+                }
+            }
+        }
+    }
+
+    /// Checks the bounds of every page on the leftmost path below `start`
+    /// (a page, its level and bounds), down to its first leaf: a key a
+    /// lookup found absent lies just before that leaf's first key, and is
+    /// absent only if no page on the way holds keys below its bound.
+    fn check_leftmost(&self, storage: &dyn Storage, start: Option<(ChildRef, u8, Bounds)>) -> Result<()> {
+        let Some((mut r, mut level, mut bounds)) = start else { return Ok(()) };
+        loop {
+            let page = self.load(storage, &r, level)?;
+            bounds.check(&page, r.offset)?;
+            match &*page {
+                Page::Leaf(_) => return Ok(()),
+                Page::Branch(children) => {
+                    bounds = bounds.child(children, 0);
+                    r = children[0];
                     level = child_level(level, r.offset)?;
                 }
             }
@@ -329,11 +364,12 @@ impl PageReader {
         problem: &mut dyn FnMut(Error),
     ) {
         let Some(root) = root else { return };
-        let mut stack = vec![(ChildRef { key: Key { layer: 0, coords: [0; 8] }, offset: root.offset, crc: root.crc }, root.level)];
+        let mut stack =
+            vec![(ChildRef { key: Key { layer: 0, coords: [0; 8] }, offset: root.offset, crc: root.crc }, root.level, Bounds::ROOT)];
         let ps = u64::from(self.page_size);
         let mut buf = vec![0u8; self.page_size as usize];
         let mut seen = HashSet::new();
-        while let Some((r, level)) = stack.pop() {
+        while let Some((r, level, bounds)) = stack.pop() {
             if let Err(e) = first_visit(&mut seen, r.offset) {
                 problem(e);
                 continue;
@@ -350,7 +386,8 @@ impl PageReader {
             let decoded = storage
                 .read_at(r.offset, &mut buf)
                 .map_err(|e| Error::io(format!("reading index page at offset {:#x}", r.offset), e))
-                .and_then(|()| decode_page(&buf, r.offset, level, Some(r.crc)));
+                .and_then(|()| decode_page(&buf, r.offset, level, Some(r.crc)))
+                .and_then(|p| bounds.check(&p, r.offset).map(|()| p));
             match decoded {
                 Err(e) => problem(e),
                 Ok(Page::Leaf(entries)) => {
@@ -360,7 +397,7 @@ impl PageReader {
                 Ok(Page::Branch(children)) => {
                     page(r.offset);
                     // Levels strictly decrease, so the walk ends; reversed to visit in key order.
-                    stack.extend(children.iter().rev().map(|c| (*c, level - 1)));
+                    stack.extend((0..children.len()).rev().map(|i| (children[i], level - 1, bounds.child(&children, i))));
                 }
             }
         }
@@ -387,9 +424,11 @@ impl PageReader {
             layers: std::ops::RangeInclusive<u32>,
             seen: HashSet<u64>,
         }
-        fn walk(w: &mut Walk<'_>, r: &ChildRef, level: u8, f: Visit<'_>) -> Result<()> {
+        fn walk(w: &mut Walk<'_>, r: &ChildRef, level: u8, bounds: Bounds, f: Visit<'_>) -> Result<()> {
             first_visit(&mut w.seen, r.offset)?;
-            match &*w.pr.load(w.s, r, level)? {
+            let page = w.pr.load(w.s, r, level)?;
+            bounds.check(&page, r.offset)?;
+            match &*page {
                 Page::Leaf(entries) => entries.iter().filter(|(k, _)| w.layers.contains(&k.layer)).try_for_each(|(k, e)| f(k, e)),
                 Page::Branch(children) => {
                     let below = child_level(level, r.offset)?;
@@ -401,7 +440,7 @@ impl PageReader {
                             break;
                         }
                         if !before {
-                            walk(w, c, below, f)?;
+                            walk(w, c, below, bounds.child(children, i), f)?;
                         }
                     }
                     Ok(())
@@ -412,7 +451,7 @@ impl PageReader {
             None => Ok(()),
             Some(root) => {
                 let r = ChildRef { key: Key { layer: 0, coords: [0; 8] }, offset: root.offset, crc: root.crc };
-                walk(&mut Walk { pr: self, s: storage, layers, seen: HashSet::new() }, &r, root.level, f)
+                walk(&mut Walk { pr: self, s: storage, layers, seen: HashSet::new() }, &r, root.level, Bounds::ROOT, f)
             }
         }
     }
@@ -433,6 +472,62 @@ fn first_visit(seen: &mut HashSet<u64>, offset: u64) -> Result<()> {
 /// level >= 1; this check keeps that true even if it were not.
 fn child_level(level: u8, offset: u64) -> Result<u8> {
     level.checked_sub(1).ok_or_else(|| Error::corrupt("index page", 0, offset, "a leaf-level page has children"))
+}
+
+/// The keys a page may hold, from its parent: its own entry's key (the
+/// smallest key below it) up to, not including, the next entry's key, or
+/// the parent's own upper bound for the last child. The root has none.
+#[derive(Clone, Copy)]
+struct Bounds {
+    low: Option<Key>,
+    high: Option<Key>,
+}
+
+impl Bounds {
+    const ROOT: Bounds = Bounds { low: None, high: None };
+
+    /// The bounds of child `i` of a branch with these bounds.
+    fn child(self, children: &[ChildRef], i: usize) -> Bounds {
+        Bounds { low: Some(children[i].key), high: children.get(i + 1).map_or(self.high, |n| Some(n.key)) }
+    }
+
+    /// Refuses a page holding a key outside the bounds: the search relies on
+    /// them, so such a page would hide its chunks from every lookup.
+    fn check(self, page: &Page, offset: u64) -> Result<()> {
+        let (first, last) = match page {
+            Page::Leaf(e) => (e.first().map(|x| x.0), e.last().map(|x| x.0)),
+            Page::Branch(c) => (c.first().map(|x| x.key), c.last().map(|x| x.key)),
+        };
+        let bad = |what: &str, k: Key, b: Key| {
+            Error::corrupt(
+                "index page",
+                0,
+                offset,
+                format!(
+                    "{what} key {} is {} its parent's bound {}",
+                    show(&k),
+                    if what == "first" { "below" } else { "not below" },
+                    show(&b)
+                ),
+            )
+        };
+        if let (Some(lo), Some(k)) = (self.low, first) {
+            if k < lo {
+                return Err(bad("first", k, lo));
+            }
+        }
+        if let (Some(hi), Some(k)) = (self.high, last) {
+            if k >= hi {
+                return Err(bad("last", k, hi));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A key as text: layer and chunk coordinates.
+fn show(k: &Key) -> String {
+    format!("(layer {:#x}, chunk {:?})", k.layer, k.coords)
 }
 
 /// Collects new pages to be appended at the end of the file in one write.
@@ -506,7 +601,7 @@ pub(crate) fn merge(
         Some(_) if changes.is_empty() => return Ok((root, count.0)),
         Some(root) => {
             let r = ChildRef { key: changes[0].0, offset: root.offset, crc: root.crc };
-            (merge_node(reader, storage, &r, root.level, changes, w, &mut count)?, root.level)
+            (merge_node(reader, storage, (&r, root.level, Bounds::ROOT), changes, w, &mut count)?, root.level)
         }
     };
     if root.is_none() {
@@ -530,16 +625,17 @@ pub(crate) fn merge(
 /// The number of keys in a tree, kept up to date by a merge.
 struct Count(u64);
 
+/// Merges `changes` into the page `r` at `level`, whose keys lie in `bounds`.
 fn merge_node(
     reader: &PageReader,
     storage: &dyn Storage,
-    r: &ChildRef,
-    level: u8,
+    (r, level, bounds): (&ChildRef, u8, Bounds),
     changes: &[Change],
     w: &mut PageWriter,
     count: &mut Count,
 ) -> Result<Vec<ChildRef>> {
     let page = reader.load(storage, r, level)?;
+    bounds.check(&page, r.offset)?;
     match &*page {
         Page::Leaf(entries) => {
             let mut merged = Vec::with_capacity(entries.len() + changes.len());
@@ -579,7 +675,8 @@ fn merge_node(
                 if start == end {
                     out.push(*child);
                 } else {
-                    out.extend(merge_node(reader, storage, child, child_level(level, r.offset)?, &changes[start..end], w, count)?);
+                    let below = child_level(level, r.offset)?;
+                    out.extend(merge_node(reader, storage, (child, below, bounds.child(children, i)), &changes[start..end], w, count)?);
                 }
                 start = end;
             }
@@ -653,6 +750,44 @@ mod tests {
             })
             .unwrap();
         assert_eq!(all, model.into_iter().collect::<Vec<_>>());
+    }
+
+    /// A branch key raised above its child's first key, with the branch
+    /// re-sealed: the page order is intact, but the search would no longer
+    /// find the keys it hides.
+    #[test]
+    fn a_branch_key_above_its_childs_keys_is_corrupt() {
+        let s = MemoryStorage::new();
+        s.write_at(0, &[0u8; 64]).unwrap();
+        let changes: Vec<_> = (0..2000).map(|c| (key(1, c), Some(Entry::Fill))).collect();
+        let (root, _) = commit(&s, None, 0, &changes);
+        let root = root.unwrap();
+        assert_eq!(root.level, 1, "a root branch over leaves");
+        let reader = PageReader::new(DEFAULT_PAGE, s.len().unwrap());
+        let Page::Branch(mut children) =
+            reader.load(&s, &ChildRef { key: key(0, 0), offset: root.offset, crc: root.crc }, 1).unwrap().as_ref().clone()
+        else {
+            panic!("the root is a branch")
+        };
+        let Page::Leaf(leaf) = reader.load(&s, &children[1], 0).unwrap().as_ref().clone() else { panic!("a leaf") };
+        let hidden = leaf[0].0;
+        children[1].key = leaf[1].0;
+        let page = encode_branch(&children, 1, DEFAULT_PAGE as usize);
+        s.write_at(root.offset, &page).unwrap();
+        let root = Some(Root { crc: get_u32(&page, page.len() - TRAILER), ..root });
+        let reader = PageReader::new(DEFAULT_PAGE, s.len().unwrap());
+        // Lookups of the hidden key and of a key the leaf still shows: each
+        // passes by the page and reports it.
+        for k in [hidden, leaf[1].0] {
+            let e = reader.lookup(&s, root, &k).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::Corrupt, "{e}");
+            assert_eq!(e.location().unwrap().offset, children[1].offset, "{e}");
+        }
+        assert!(reader.for_each(&s, root, &mut |_, _| Ok(())).is_err());
+        let mut problems = Vec::new();
+        reader.walk_checked(&s, root, &mut |_| {}, &mut |_, _| {}, &mut |e| problems.push(e));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].to_string().contains("below its parent's bound"), "{}", problems[0]);
     }
 
     #[test]

@@ -3,9 +3,10 @@
 //! Positional reads and writes only (no shared cursor), so one handle serves
 //! many reading threads. Tests put fault-injecting or in-memory layers here.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
 use std::sync::{Arc, Mutex};
 
 /// A random-access byte store: a file, an in-memory buffer, or a test layer over either.
@@ -36,6 +37,46 @@ pub trait Storage: Send + Sync {
     /// # Errors
     /// Any I/O error.
     fn sync(&self) -> io::Result<()>;
+}
+
+/// Opens `path` with `options`, refusing anything but a regular file
+/// without blocking: a FIFO or a device named by a file (a slot name, say)
+/// would otherwise block the open, or every read, for as long as its
+/// other end likes.
+///
+/// # Errors
+/// Any error of the open; `InvalidInput` naming the kind of file when it is
+/// not a regular one.
+pub(crate) fn open_regular(path: &std::path::Path, options: &mut OpenOptions) -> io::Result<File> {
+    let file = options.custom_flags(libc::O_NONBLOCK).open(path)?;
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() {
+        use std::os::unix::fs::FileTypeExt;
+        let what = if kind.is_dir() {
+            "a directory"
+        } else if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_socket() {
+            "a socket"
+        } else if kind.is_char_device() {
+            "a character device"
+        } else if kind.is_block_device() {
+            "a block device"
+        } else {
+            "not a regular file"
+        };
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} is {what}, not a regular file", path.display())));
+    }
+    // Back to blocking mode (which regular files ignore on Linux, but not everywhere).
+    // SAFETY: fcntl on a valid, open descriptor has no memory effects.
+    unsafe {
+        let fd = file.as_raw_fd();
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(file)
 }
 
 /// A store on a local file.

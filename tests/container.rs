@@ -316,32 +316,6 @@ fn invalid_descriptions_are_refused_with_reasons() {
     }
 }
 
-/// Counts the reads a storage serves.
-#[derive(Clone)]
-struct CountingStorage {
-    inner: vds::MemoryStorage,
-    reads: std::sync::Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl vds::Storage for CountingStorage {
-    fn len(&self) -> std::io::Result<u64> {
-        self.inner.len()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
-        self.reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.inner.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
-        self.inner.write_at(offset, data)
-    }
-    fn set_len(&self, len: u64) -> std::io::Result<()> {
-        self.inner.set_len(len)
-    }
-    fn sync(&self) -> std::io::Result<()> {
-        self.inner.sync()
-    }
-}
-
 #[test]
 fn opening_and_reading_one_chunk_reads_a_few_pages_whatever_the_chunk_count() {
     use std::sync::atomic::Ordering;

@@ -287,6 +287,8 @@ fn hostile_index_entries_are_refused_without_large_allocations() {
         (48, &u32::MAX.to_le_bytes()[..], "stored length"),
         (40, &(1u64 << 60).to_le_bytes()[..], "outside the data of its file"),
         (40, &0u64.to_le_bytes()[..], "outside the data of its file"),
+        // An end past 2^64 is damage too, reported with the chunk and its offset.
+        (40, &(u64::MAX - 10).to_le_bytes()[..], "at offset 0xfffffffffffffff5 would end past 2^64"),
         (38, &7u16.to_le_bytes()[..], "slot 7"),
         (37, &[0x0f][..], "compression id"),
         (36, &[9][..], "unknown kind"),

@@ -158,3 +158,20 @@ fn chunks_sharing_bytes_but_not_type_do_not_share_the_cache() {
         }
     }
 }
+
+#[test]
+fn verify_reads_and_decodes_a_shared_chunk_once() {
+    let dir = Scratch::new("dedup-verify");
+    let (path, _) = repeating(true, &dir, "v.vds", Codec::deflate(1));
+    let counting = CountingStorage { inner: vds::MemoryStorage::from_bytes(&std::fs::read(&path).unwrap()), reads: Default::default() };
+    let ds = vds::OpenOptions::new().open_storage(std::sync::Arc::new(counting.clone())).unwrap();
+    let before = counting.reads.load(std::sync::atomic::Ordering::Relaxed);
+    let report = ds.verify().unwrap();
+    let reads = counting.reads.load(std::sync::atomic::Ordering::Relaxed) - before;
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert_eq!(report.chunks, 4096);
+    // 8 distinct chunks, the index pages, the slots and the descriptor; not
+    // one read per entry.
+    let pages = report.index_pages;
+    assert!(reads <= 8 + pages + 8, "{reads} reads for 8 distinct chunks and {pages} index pages");
+}

@@ -109,3 +109,52 @@ fn the_memory_limit_bounds_every_buffer() {
     assert_eq!(e.kind(), ErrorKind::OutOfMemory);
     assert_eq!(ds.read_vec::<f64>("v", &Region::new(&[7], &[3]).unwrap(), Order::C).unwrap(), vec![7.0, 8.0, 9.0]);
 }
+
+/// Runs `f` on another thread and fails the test if it has not returned
+/// within a minute: what it checks must not block at all.
+fn without_blocking<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(f()));
+    rx.recv_timeout(std::time::Duration::from_secs(60)).unwrap_or_else(|_| panic!("{what} blocked"))
+}
+
+fn mkfifo(path: &std::path::Path) {
+    let _ = std::fs::remove_file(path);
+    run(std::process::Command::new("mkfifo").arg(path));
+}
+
+#[test]
+fn a_fifo_or_a_directory_is_refused_without_blocking() {
+    let dir = Scratch::new("fifo");
+    let path = make(&dir);
+    // A slot file replaced by a FIFO: opening it would wait for a writer forever.
+    mkfifo(&dir.path("slot.1"));
+    let p = path.clone();
+    let e = without_blocking("reading through a FIFO slot", move || read(&p, false)).unwrap_err();
+    assert!(e.to_string().contains("FIFO") && e.to_string().contains("slot 1"), "{e}");
+    let p = path.clone();
+    let e = without_blocking("opening a container whose slot is a FIFO for writing", move || {
+        let mut ds = Dataset::open_rw(&p)?;
+        ds.write("v", &Region::new(&[0], &[4])?, Order::C, &[1i32; 4])
+    })
+    .unwrap_err();
+    assert!(e.to_string().contains("FIFO"), "{e}");
+    // The container itself a FIFO or a directory, read-only and for writing.
+    let fifo = dir.path("fifo.vds");
+    mkfifo(&fifo);
+    for write in [false, true] {
+        let (f, d) = (fifo.clone(), dir.dir().to_path_buf());
+        let e = without_blocking("opening a FIFO", move || OpenOptions::new().write(write).open(&f)).unwrap_err();
+        assert!(e.to_string().contains("a FIFO, not a regular file"), "{e}");
+        let e = without_blocking("opening a directory", move || OpenOptions::new().write(write).open(&d)).unwrap_err();
+        assert!(e.to_string().contains("directory"), "{e}");
+    }
+    // A fragment named by a merge, and a container to recover, likewise.
+    let frag = dir.path("w.frag");
+    mkfifo(&frag);
+    let p = path.clone();
+    let e = without_blocking("merging a FIFO fragment", move || Dataset::open_rw(&p)?.merge_fragments(&["w.frag"])).unwrap_err();
+    assert!(e.to_string().contains("FIFO"), "{e}");
+    let e = without_blocking("recovering a FIFO", move || Dataset::recover(&fifo)).unwrap_err();
+    assert!(e.to_string().contains("FIFO"), "{e}");
+}

@@ -7,6 +7,12 @@
 //! parent also reads the file from its own process: a reader in another
 //! process must never see a torn state either.
 //!
+//! A second test races two such writers against each other's compactions:
+//! each opens the file for writing (waiting while the other holds it),
+//! commits a few steps, compacts and closes, in a loop, and reports every
+//! commit that returned; after both are killed, the file must hold every
+//! reported commit of each.
+//!
 //! VDS_KILL_ROUNDS sets the number of kills (default 150; try 5000).
 
 mod common;
@@ -15,9 +21,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use vds::serde_json::json;
-use vds::{Axis, Codec, DType, Dataset, DatasetBuilder, Durability, OpenOptions, Order, Region, VariableBuilder};
+use vds::{Axis, Codec, DType, Dataset, DatasetBuilder, Durability, ErrorKind, OpenOptions, Order, Region, VariableBuilder};
 
 const CHILD: &str = "VDS_KILL_CHILD";
+const RACER: &str = "VDS_RACE_CHILD";
 const SHAPE: [u64; 2] = [48, 40];
 
 /// The change commit `step` makes: a region and its values, from the step alone.
@@ -48,6 +55,8 @@ fn create(path: &Path) {
         .axis(Axis::new("x", 40))
         .variable(VariableBuilder::new("v", DType::UInt32, &["y", "x"]).chunk(&[16, 16]).codec(Codec::deflate(1)))
         .attribute("step", 0)
+        .attribute("w0", 0)
+        .attribute("w1", 0)
         .create(path)
         .unwrap()
         .close()
@@ -150,6 +159,117 @@ fn writer_killed_at_random_moments_leaves_a_committed_state() {
              | final verify of every checksum and structure | no problem |\n\
              | time | {elapsed:.1} s |\n\n\
              Run longer with `VDS_KILL_ROUNDS=5000 cargo test --release --test kill_writer`.\n\n"
+        ),
+    );
+}
+
+/// A racing writer `w`: opens the file for writing (waiting while the other
+/// writer holds it), commits one to four steps, each also counting its own
+/// commits in attribute `w<w>`, and prints the count once the commit has
+/// returned; compacts; closes; again, until killed.
+fn race_steps(path: &Path, w: u64) {
+    use std::io::Write;
+    let counter = format!("w{w}");
+    let mut rng = Rng::new(w + 1);
+    loop {
+        let mut ds = match OpenOptions::new().write(true).open(path) {
+            Ok(ds) => ds,
+            Err(e) if e.kind() == ErrorKind::Locked => {
+                std::thread::sleep(Duration::from_micros(200));
+                continue;
+            }
+            Err(e) => panic!("writer {w}: {e}"),
+        };
+        let mut step = ds.attributes()["step"].as_u64().unwrap();
+        let mut mine = ds.attributes()[counter.as_str()].as_u64().unwrap();
+        for _ in 0..1 + rng.below(4) {
+            step += 1;
+            mine += 1;
+            let (r, values) = update(step);
+            ds.write("v", &r, Order::C, &values).unwrap();
+            ds.set_attribute("step", Some(json!(step))).unwrap();
+            ds.set_attribute(&counter, Some(json!(mine))).unwrap();
+            ds.commit().unwrap();
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{mine}").unwrap();
+            out.flush().unwrap();
+        }
+        ds.compact().unwrap();
+        drop(ds);
+    }
+}
+
+#[test]
+fn writers_racing_compactions_never_lose_a_commit() {
+    if let (Some(path), Ok(w)) = (std::env::var_os(RACER), std::env::var("VDS_RACE_WRITER")) {
+        race_steps(Path::new(&path), w.parse().unwrap());
+        return;
+    }
+    let rounds: u64 = std::env::var("VDS_KILL_ROUNDS").ok().and_then(|s| s.parse().ok()).map_or(40, |r: u64| r.div_ceil(4));
+    let dir = Scratch::new("race");
+    let path = dir.path("r.vds");
+    create(&path);
+    let exe = std::env::current_exe().unwrap();
+    let mut rng = Rng::new(common::seed(0x6ACE));
+    let (mut model, mut model_step) = (vec![0u32; 48 * 40], 0u64);
+    let (mut reported, mut reads) = ([0u64; 2], 0u64);
+    let started = Instant::now();
+    for round in 0..rounds {
+        let mut children: Vec<_> = (0..2)
+            .map(|w| {
+                Command::new(&exe)
+                    .args(["--exact", "writers_racing_compactions_never_lose_a_commit", "--nocapture", "--test-threads=1"])
+                    .env(RACER, &path)
+                    .env("VDS_RACE_WRITER", w.to_string())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_millis(20 + rng.below(150));
+        while Instant::now() < deadline {
+            check(&path, &mut model, &mut model_step);
+            reads += 1;
+        }
+        for (w, child) in children.iter_mut().enumerate() {
+            child.kill().unwrap();
+            let status = child.wait().unwrap();
+            let (mut out, mut err) = (String::new(), String::new());
+            std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+            assert!(status.code().is_none(), "round {round}: writer {w} exited by itself ({status}): {err}");
+            // Every line is a commit that returned, numbered by the writer.
+            if let Some(n) = out.lines().filter_map(|l| l.trim().parse::<u64>().ok()).max() {
+                reported[w] = reported[w].max(n);
+            }
+        }
+        check(&path, &mut model, &mut model_step);
+        let ds = Dataset::open(&path).unwrap();
+        for (w, &n) in reported.iter().enumerate() {
+            let held = ds.attributes()[format!("w{w}").as_str()].as_u64().unwrap();
+            assert!(held >= n, "round {round}: writer {w} saw {n} of its commits return, but the file holds {held}");
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    assert!(reported.iter().all(|&n| n > 0), "a writer never committed: {reported:?}");
+    let report = Dataset::open(&path).unwrap().verify().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    record_reliability(
+        "race-compaction",
+        &format!(
+            "## Writers racing compactions (tests/kill_writer.rs)\n\n\
+             Two child processes each open the file for writing (waiting while the other holds the lock), commit one to \
+             four steps (fsync), compact (which renames a new file over the path) and close, in a loop; both are killed \
+             with SIGKILL after a random 20 to 170 ms. Every commit a writer saw return must be in the file.\n\n\
+             | figure | value |\n|---|---|\n\
+             | rounds (both writers killed) | {rounds} |\n\
+             | commits that returned, writer 0 / writer 1 | {} / {} |\n\
+             | commits that returned but are missing from the file | 0 |\n\
+             | concurrent reads from a third process, each a committed state | {reads} |\n\
+             | final verify of every checksum and structure | no problem |\n\
+             | time | {elapsed:.1} s |\n\n",
+            reported[0], reported[1]
         ),
     );
 }

@@ -182,3 +182,76 @@ fn rollback_discards_uncommitted_work() {
     want[0] = 5.0;
     assert_eq!(read_all(&path).unwrap(), want);
 }
+
+/// Sets the sequence number of commit slot `which` (re-sealing its CRC32).
+fn set_sequence(path: &std::path::Path, which: usize, sequence: u64) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let at = head_len(&bytes) + which * 512;
+    bytes[at + 16..at + 24].copy_from_slice(&sequence.to_le_bytes());
+    let crc = crc32(&bytes[at..at + 508]);
+    bytes[at + 508..at + 512].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// The root page offset recorded in commit slot `which`.
+fn root_offset(path: &std::path::Path, which: usize) -> u64 {
+    let bytes = std::fs::read(path).unwrap();
+    let at = head_len(&bytes) + which * 512 + 64;
+    u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap())
+}
+
+/// A container whose creating commit is numbered three below the last
+/// sequence number, then given two commits (ramp 1, ramp 2): its newest
+/// commit has the last number. Returns the writer.
+fn at_the_last_sequence_number(path: &std::path::Path) -> Dataset {
+    builder().create(path).unwrap().close().unwrap();
+    // Commit 1 lives in slot 1.
+    set_sequence(path, 1, u64::MAX - 2);
+    let mut ds = Dataset::open_rw(path).unwrap();
+    for k in 1..=2u32 {
+        ds.write("v", &Region::full(&SHAPE).unwrap(), Order::C, &ramp(f64::from(k))).unwrap();
+        ds.commit().unwrap();
+        assert_eq!(read_all(path).unwrap(), ramp(f64::from(k)), "commit {k} returned OK, so a new reader sees it");
+    }
+    ds
+}
+
+#[test]
+fn the_last_sequence_number_refuses_a_commit_instead_of_wrapping() {
+    let dir = Scratch::new("sequence-limit");
+    let path = dir.path("c.vds");
+    let all = Region::full(&SHAPE).unwrap();
+    let mut ds = at_the_last_sequence_number(&path);
+    assert_eq!(ds.commit_sequence(), u64::MAX);
+    // No number is left: the commit is refused, nothing is written, and the
+    // last commit stays what every reader sees.
+    ds.write("v", &all, Order::C, &ramp(3.0)).unwrap();
+    let e = ds.commit().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::OutOfRange, "{e}");
+    assert!(e.to_string().contains("compact"), "{e}");
+    ds.rollback().unwrap();
+    assert_eq!(read_all(&path).unwrap(), ramp(2.0));
+    // Compaction numbers the commits from 1 again, and writing goes on.
+    ds.compact().unwrap();
+    assert_eq!(ds.commit_sequence(), 2, "the new file's creation and the copy's commit");
+    ds.write("v", &all, Order::C, &ramp(3.0)).unwrap();
+    ds.commit().unwrap();
+    drop(ds);
+    assert_eq!(read_all(&path).unwrap(), ramp(3.0));
+    assert!(Dataset::open(&path).unwrap().verify().unwrap().is_ok());
+}
+
+#[test]
+fn recovery_at_the_last_sequence_number_rolls_back_without_wrapping() {
+    let dir = Scratch::new("sequence-limit-recover");
+    let path = dir.path("c.vds");
+    drop(at_the_last_sequence_number(&path));
+    // The newest commit (the last number, slot 1) has a damaged index root.
+    flip(&path, root_offset(&path, 1) + 100);
+    let r = Dataset::recover(&path).unwrap();
+    assert_eq!(r, Recovery::RolledBack { damaged: u64::MAX, restored: u64::MAX - 1 });
+    assert_eq!(read_all(&path).unwrap(), ramp(1.0));
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.commit_sequence(), u64::MAX - 1);
+    assert!(ds.verify().unwrap().is_ok());
+}

@@ -15,6 +15,25 @@ const MAX_DIRTY: usize = 4096;
 /// A box of elements: start and end (exclusive) per axis.
 pub(crate) type Bounds = (Vec<u64>, Vec<u64>);
 
+/// The boxes of the next level of detail of `var` that cover `boxes` of a level.
+pub(super) fn halve(var: &Variable, boxes: &[Bounds]) -> Vec<Bounds> {
+    let h = |x: &[u64], up: bool| -> Vec<u64> {
+        x.iter()
+            .zip(&var.lod_axes)
+            .map(|(&x, &h)| {
+                if !h {
+                    x
+                } else if up {
+                    x.div_ceil(2)
+                } else {
+                    x / 2
+                }
+            })
+            .collect()
+    };
+    boxes.iter().map(|(s, e)| (h(s, false), h(e, true))).collect()
+}
+
 impl Dataset {
     /// The stored layer a read of `region` (in the coordinates of level
     /// `lod`) goes to: partitioning `part` when given, otherwise the one
@@ -129,55 +148,10 @@ impl Dataset {
             let base = var.layer(lod, 0).ok_or_else(|| Error::new(ErrorKind::Internal, "layer missing"))?;
             if lod > 0 {
                 // This level's samples covering the changed boxes of the level below.
-                let below = var.layer(lod - 1, 0).ok_or_else(|| Error::new(ErrorKind::Internal, "layer missing"))?;
-                let halved: Vec<Bounds> = boxes
-                    .iter()
-                    .map(|(s, e)| {
-                        let h = |x: &[u64], up: bool| -> Vec<u64> {
-                            x.iter()
-                                .zip(&var.lod_axes)
-                                .map(|(&x, &h)| {
-                                    if !h {
-                                        x
-                                    } else if up {
-                                        x.div_ceil(2)
-                                    } else {
-                                        x / 2
-                                    }
-                                })
-                                .collect()
-                        };
-                        (h(s, false), h(e, true))
-                    })
-                    .collect();
+                let halved = halve(&var, &boxes);
                 let targets = chunks_touching(base, &halved);
                 for c in &targets {
-                    let (s, e) = chunk_bounds(base, c);
-                    let src_s: Vec<u64> = s.iter().zip(&var.lod_axes).map(|(&x, &h)| if h { 2 * x } else { x }).collect();
-                    let src_e: Vec<u64> =
-                        e.iter().zip(&var.lod_axes).zip(&below.shape).map(|((&x, &h), &n)| if h { (2 * x).min(n) } else { x }).collect();
-                    let src_shape: Vec<u64> = src_s.iter().zip(&src_e).map(|(a, b)| b - a).collect();
-                    let mut src = Vec::new();
-                    self.reserve(&mut src, region_bytes(below, &src_shape)?, "a level-of-detail source region")?;
-                    self.read_layer(below, &Region::new(&src_s, &src_shape)?, Order::C, &mut src)?;
-                    // The layers' own type: a quantized variable's stored integers.
-                    let nv = below.no_value.map(|mut e| {
-                        crate::codec::le_to_native(&mut e[..below.esize()], below.esize());
-                        e
-                    });
-                    let src_mask = match var.stored_layer(lod - 1, MASK_LAYER) {
-                        Some(m) => {
-                            let mut bits = Vec::new();
-                            self.reserve(&mut bits, region_bytes(m, &src_shape)?, "a level-of-detail source mask")?;
-                            self.read_layer(m, &Region::new(&src_s, &src_shape)?, Order::C, &mut bits)?;
-                            Some(bits)
-                        }
-                        None => None,
-                    };
-                    let nv = nv.as_ref().map(|e| &e[..below.esize()]);
-                    let (out, out_shape, out_mask) =
-                        reduce(&src, &src_shape, &var.lod_axes, below.dtype, var.lod_method, nv, src_mask.as_deref());
-                    let region = Region::new(&s, &out_shape)?;
+                    let (region, out, out_mask) = self.lod_chunk(&var, lod, c)?;
                     self.write_layer(base, &region, Order::C, &out)?;
                     if let (Some(m), Some(bits)) = (var.stored_layer(lod, MASK_LAYER), out_mask) {
                         self.write_layer(m, &region, Order::C, &bits)?;
@@ -185,30 +159,10 @@ impl Dataset {
                 }
                 boxes = targets.iter().map(|c| chunk_bounds(base, c)).collect();
             }
-            // The other partitionings of this level, from the first, in blocks
-            // aligned to both chunk grids (each source chunk is decoded once,
-            // each target chunk written whole), or chunk by chunk when such a
-            // block would not fit a quarter of the memory limit.
+            // The other partitionings of this level, from the first.
             for p in 1..var.parts.len() {
                 let layer = var.layer(lod, p as u8).ok_or_else(|| Error::new(ErrorKind::Internal, "layer missing"))?;
-                let block = joint_block(base, layer);
-                let block_bytes = block.iter().product::<u64>().saturating_mul(base.esize() as u64);
-                let unit = if block_bytes <= self.memory_limit / 4 { Some(block) } else { None };
-                let targets = chunks_touching(layer, &boxes);
-                let regions: BTreeSet<Bounds> = targets
-                    .iter()
-                    .map(|c| {
-                        let (s, e) = chunk_bounds(layer, c);
-                        match &unit {
-                            Some(u) => {
-                                let bs: Vec<u64> = s.iter().zip(u).map(|(&x, &k)| x / k * k).collect();
-                                let be: Vec<u64> = bs.iter().zip(u).zip(&layer.shape).map(|((&x, &k), &n)| (x + k).min(n)).collect();
-                                (bs, be)
-                            }
-                            None => (s, e),
-                        }
-                    })
-                    .collect();
+                let regions = self.partition_regions(base, layer, &chunks_touching(layer, &boxes));
                 for (s, e) in regions {
                     let shape: Vec<u64> = s.iter().zip(&e).map(|(a, b)| b - a).collect();
                     let region = Region::new(&s, &shape)?;
@@ -221,6 +175,66 @@ impl Dataset {
             }
         }
         Ok(())
+    }
+
+    /// The contents level `lod` (> 0) of `var` must have in its chunk `c`,
+    /// computed from level `lod - 1` as the commit computes it: the chunk's
+    /// region (clipped to the level's extent), its values in the layers'
+    /// type, and its missing-value mask when the variable keeps one.
+    pub(super) fn lod_chunk(&self, var: &Variable, lod: u8, c: &[u64]) -> Result<(Region, Vec<u8>, Option<Vec<u8>>)> {
+        let missing = || Error::new(ErrorKind::Internal, "layer missing");
+        let base = var.layer(lod, 0).ok_or_else(missing)?;
+        let below = var.layer(lod - 1, 0).ok_or_else(missing)?;
+        let (s, e) = chunk_bounds(base, c);
+        let src_s: Vec<u64> = s.iter().zip(&var.lod_axes).map(|(&x, &h)| if h { 2 * x } else { x }).collect();
+        let src_e: Vec<u64> =
+            e.iter().zip(&var.lod_axes).zip(&below.shape).map(|((&x, &h), &n)| if h { (2 * x).min(n) } else { x }).collect();
+        let src_shape: Vec<u64> = src_s.iter().zip(&src_e).map(|(a, b)| b - a).collect();
+        let mut src = Vec::new();
+        self.reserve(&mut src, region_bytes(below, &src_shape)?, "a level-of-detail source region")?;
+        self.read_layer(below, &Region::new(&src_s, &src_shape)?, Order::C, &mut src)?;
+        // The layers' own type: a quantized variable's stored integers.
+        let nv = below.no_value.map(|mut e| {
+            crate::codec::le_to_native(&mut e[..below.esize()], below.esize());
+            e
+        });
+        let src_mask = match var.stored_layer(lod - 1, MASK_LAYER) {
+            Some(m) => {
+                let mut bits = Vec::new();
+                self.reserve(&mut bits, region_bytes(m, &src_shape)?, "a level-of-detail source mask")?;
+                self.read_layer(m, &Region::new(&src_s, &src_shape)?, Order::C, &mut bits)?;
+                Some(bits)
+            }
+            None => None,
+        };
+        let nv = nv.as_ref().map(|e| &e[..below.esize()]);
+        let (out, out_shape, out_mask) = reduce(&src, &src_shape, &var.lod_axes, below.dtype, var.lod_method, nv, src_mask.as_deref());
+        Ok((Region::new(&s, &out_shape)?, out, out_mask))
+    }
+
+    /// The regions in which partitioning `layer` is copied from `base` to
+    /// bring its chunks `targets` up to date: blocks aligned to both chunk
+    /// grids (each source chunk is decoded once, each target chunk written
+    /// whole), or chunk by chunk when such a block would not fit a quarter
+    /// of the memory limit.
+    pub(super) fn partition_regions(&self, base: &Variable, layer: &Variable, targets: &BTreeSet<Vec<u64>>) -> BTreeSet<Bounds> {
+        let block = joint_block(base, layer);
+        let block_bytes = block.iter().product::<u64>().saturating_mul(base.esize() as u64);
+        let unit = if block_bytes <= self.memory_limit / 4 { Some(block) } else { None };
+        targets
+            .iter()
+            .map(|c| {
+                let (s, e) = chunk_bounds(layer, c);
+                match &unit {
+                    Some(u) => {
+                        let bs: Vec<u64> = s.iter().zip(u).map(|(&x, &k)| x / k * k).collect();
+                        let be: Vec<u64> = bs.iter().zip(u).zip(&layer.shape).map(|((&x, &k), &n)| (x + k).min(n)).collect();
+                        (bs, be)
+                    }
+                    None => (s, e),
+                }
+            })
+            .collect()
     }
 
     /// Copies a region from one stored layer to another of the same shape and type.
@@ -516,12 +530,12 @@ impl Dataset {
 }
 
 /// Bytes of a region of `shape` of a layer, in memory.
-fn region_bytes(var: &Variable, shape: &[u64]) -> Result<usize> {
+pub(super) fn region_bytes(var: &Variable, shape: &[u64]) -> Result<usize> {
     wire::to_usize(wire::mul(wire::product(shape, "region")?, var.esize() as u64, "region bytes")?, "region bytes")
 }
 
 /// The chunks of `layer` that hold an element of any of `boxes`, in key order.
-fn chunks_touching(layer: &Variable, boxes: &[Bounds]) -> BTreeSet<Vec<u64>> {
+pub(super) fn chunks_touching(layer: &Variable, boxes: &[Bounds]) -> BTreeSet<Vec<u64>> {
     let mut out = BTreeSet::new();
     for (s, e) in boxes {
         let lo: Vec<u64> = s.iter().zip(&layer.chunk).map(|(&x, &c)| x / c).collect();
@@ -597,7 +611,7 @@ fn outside_extent(layer: &Variable, coords: &[u64], mut f: impl FnMut(usize)) {
 }
 
 /// The elements a chunk of `layer` holds inside the layer's extent.
-fn chunk_bounds(layer: &Variable, c: &[u64]) -> Bounds {
+pub(super) fn chunk_bounds(layer: &Variable, c: &[u64]) -> Bounds {
     let s: Vec<u64> = c.iter().zip(&layer.chunk).map(|(&c, &k)| c * k).collect();
     let e: Vec<u64> = s.iter().zip(&layer.chunk).zip(&layer.shape).map(|((&s, &k), &n)| (s + k).min(n)).collect();
     (s, e)

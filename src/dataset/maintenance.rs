@@ -1,6 +1,6 @@
 //! Checking, repairing and compacting a container (SPEC.md section 7.7).
 
-use super::{check_constant, lock, read_slots, Dataset, Prepared, Snapshot};
+use super::{check_constant, read_slots, Dataset, Prepared, Snapshot};
 use crate::commit::{CommitSlot, SLOT_SIZE};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::index::{Entry, Key, PageReader};
@@ -111,12 +111,40 @@ impl Dataset {
     /// # Errors
     /// As [`Dataset::verify`].
     pub fn verify_with_progress(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<VerifyReport> {
+        self.verify_inner(false, progress)
+    }
+
+    /// [`Dataset::verify`], and then, if nothing was found, the full check:
+    /// every level of detail and every partitioning of each variable (and
+    /// their masks) is compared with what level 0 of the first partitioning
+    /// implies, so that a layer made of intact chunks holding other data is
+    /// reported (a read that picked it would return that data). It reads
+    /// and recomputes every stored layer, so it takes a few times as long
+    /// as [`Dataset::verify`] on a variable with levels of detail or tiles.
+    ///
+    /// # Errors
+    /// As [`Dataset::verify`].
+    pub fn verify_full(&self) -> Result<VerifyReport> {
+        self.verify_full_with_progress(&mut |_, _| {})
+    }
+
+    /// [`Dataset::verify_full`] with progress, as [`Dataset::verify_with_progress`].
+    ///
+    /// # Errors
+    /// As [`Dataset::verify`].
+    pub fn verify_full_with_progress(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<VerifyReport> {
+        self.verify_inner(true, progress)
+    }
+
+    fn verify_inner(&self, layers: bool, progress: &mut dyn FnMut(u64, u64)) -> Result<VerifyReport> {
         // Everything from the file itself, not from the copy a reader keeps.
         let _from_file = self.prefix.as_ref().map(|p| p.bypass());
         let storage = &*self.storage;
         let c = &self.commit;
         let mut problems = Vec::new();
+        let found = std::cell::Cell::new(0usize);
         let mut note = |e: Error| {
+            found.set(found.get() + 1);
             if problems.len() < MAX_PROBLEMS {
                 problems.push(e);
             }
@@ -149,11 +177,19 @@ impl Dataset {
         }
         let space = self.space_of(pages.len() as u64, &entries);
         let mut buf = Vec::new();
+        // A stored range shared by several entries (deduplication) is read
+        // and decoded once for each way of decoding it, not once per entry:
+        // a small file whose thousand entries share one stream must not
+        // cost a thousand decodes.
+        let mut checked = std::collections::HashSet::new();
         for (done, (key, entry)) in entries.iter().enumerate() {
             progress(done as u64 + 1, entries.len() as u64);
             let Some((var, coords)) = self.check_key(key, &mut note) else { continue };
             match *entry {
                 Entry::Stored { .. } => {
+                    if !checked.insert((*entry, var.dtype, var.chunk_elems)) {
+                        continue;
+                    }
                     if let Err(e) = self.load_stored(var, &coords, *entry, &mut buf) {
                         note(e);
                     }
@@ -164,6 +200,12 @@ impl Dataset {
                     }
                 }
                 Entry::Fill => {}
+            }
+        }
+        // Layers compared only over intact chunks: damage is reported already.
+        if layers && found.get() == 0 {
+            if let Err(e) = self.check_layers(&entries, &mut note) {
+                note(e);
             }
         }
         Ok(VerifyReport {
@@ -256,9 +298,7 @@ impl Dataset {
     /// commit is intact (the message lists what is wrong with each); `Io`.
     pub fn recover(path: impl AsRef<Path>) -> Result<Recovery> {
         let path = path.as_ref();
-        let file =
-            FsOpenOptions::new().read(true).write(true).open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-        lock(&file, path)?;
+        let file = super::locking::open_rw_locked(path, true)?;
         let storage: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
         let file_len = storage.len().map_err(|e| Error::io("reading the file length", e))?;
         let (line1, head_len, _) = super::find_head(&*storage, file_len)?;
@@ -273,14 +313,19 @@ impl Dataset {
                 Ok(()) if i == 0 => return Ok(Recovery::Intact { commit: slot.sequence }),
                 Ok(()) => {
                     // Same parity as the damaged commit: its slot is the one overwritten.
-                    let restored = CommitSlot {
-                        sequence: newest.sequence + 2,
-                        file_len: newest.file_len.min(file_len).max(slot.file_len),
-                        ..slot.clone()
+                    // At the last sequence numbers, the damaged slot is zeroed instead
+                    // (an empty slot never wins), leaving the intact one the newest.
+                    let at = head_len + (newest.sequence % 2) * SLOT_SIZE;
+                    let (bytes, restored) = match newest.sequence.checked_add(2) {
+                        Some(sequence) => {
+                            let restored =
+                                CommitSlot { sequence, file_len: newest.file_len.min(file_len).max(slot.file_len), ..slot.clone() };
+                            (restored.encode(), restored)
+                        }
+                        None => ([0u8; SLOT_SIZE as usize], slot.clone()),
                     };
-                    let at = head_len + (restored.sequence % 2) * SLOT_SIZE;
                     storage.sync().map_err(|e| Error::io("recovering: syncing the file", e))?;
-                    storage.write_at(at, &restored.encode()).map_err(|e| Error::io("recovering: writing the commit slot", e))?;
+                    storage.write_at(at, &bytes).map_err(|e| Error::io("recovering: writing the commit slot", e))?;
                     storage.sync().map_err(|e| Error::io("recovering: syncing the commit slot", e))?;
                     return Ok(Recovery::RolledBack { damaged: newest.sequence, restored: restored.sequence });
                 }
@@ -389,7 +434,7 @@ impl Dataset {
             .create_new(true)
             .open(&tmp)
             .map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
-        lock(&file, &tmp)?;
+        super::locking::lock(&file, &tmp, true)?;
         let storage: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
         let result = self.copy_into(storage, Some(&tmp), fold);
         let mut new = match result {

@@ -36,6 +36,12 @@ pub const VDS_OPEN_NO_SYNC: u32 = 2;
 /// Without it such names are refused as `VDS_ERR_CORRUPT`: they come from
 /// the file, which may come from anyone.
 pub const VDS_OPEN_ALLOW_EXTERNAL_PATHS: u32 = 4;
+/// `vds_open` flag: with `VDS_OPEN_WRITE`, do not take the advisory writer
+/// lock. Only for file systems whose locks fail (some NFS and Lustre
+/// mounts), and only when nothing else can write the container meanwhile:
+/// two writers without the lock corrupt it. The environment variable
+/// `VDS_USE_FILE_LOCKING=FALSE` does the same for every open and create.
+pub const VDS_OPEN_NO_LOCK: u32 = 8;
 
 /// Element types. In memory, values are in native byte order; a bool is one byte, 0 or 1.
 #[repr(i32)]
@@ -254,7 +260,9 @@ fn scalar_to_native(dtype: DType, s: Scalar) -> Vec<u8> {
 
 /// Opens the container at `path` and stores a handle in `*out_dataset`.
 /// `flags` is `VDS_OPEN_READ` or `VDS_OPEN_WRITE`, or-ed with any of
-/// `VDS_OPEN_NO_SYNC` and `VDS_OPEN_ALLOW_EXTERNAL_PATHS`.
+/// `VDS_OPEN_NO_SYNC`, `VDS_OPEN_ALLOW_EXTERNAL_PATHS` and `VDS_OPEN_NO_LOCK`.
+/// Only regular files open: a FIFO or a device is refused (`VDS_ERR_IO`)
+/// without blocking.
 ///
 /// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_INVALID_ARGUMENT`
 /// (unknown flags), `VDS_ERR_NOT_FOUND`, `VDS_ERR_IO`, `VDS_ERR_CORRUPT`,
@@ -271,7 +279,7 @@ pub unsafe extern "C" fn vds_open(path: *const c_char, flags: u32, out_dataset: 
         if out_dataset.is_null() {
             return fail(vds_status::VDS_ERR_NULL_POINTER, "out_dataset is NULL");
         }
-        if flags & !(VDS_OPEN_WRITE | VDS_OPEN_NO_SYNC | VDS_OPEN_ALLOW_EXTERNAL_PATHS) != 0 {
+        if flags & !(VDS_OPEN_WRITE | VDS_OPEN_NO_SYNC | VDS_OPEN_ALLOW_EXTERNAL_PATHS | VDS_OPEN_NO_LOCK) != 0 {
             return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("unknown open flags {flags:#x}"));
         }
         let durability = if flags & VDS_OPEN_NO_SYNC != 0 { Durability::None } else { Durability::Fsync };
@@ -279,6 +287,7 @@ pub unsafe extern "C" fn vds_open(path: *const c_char, flags: u32, out_dataset: 
             .write(flags & VDS_OPEN_WRITE != 0)
             .durability(durability)
             .allow_external_paths(flags & VDS_OPEN_ALLOW_EXTERNAL_PATHS != 0)
+            .file_locking(flags & VDS_OPEN_NO_LOCK == 0)
             .open(path)?;
         let id = register(Object::Dataset(Arc::new(DatasetObj::new(ds))))?;
         // SAFETY: checked non-NULL above.

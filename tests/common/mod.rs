@@ -239,3 +239,29 @@ pub fn halve_i32(data: &[i32], shape: &[u64], halved: &[bool], average: bool) ->
         average.then_some((|a: i32, b: i32| ((i64::from(a) + i64::from(b)) as f64 / 2.0).round() as i32) as fn(i32, i32) -> i32),
     )
 }
+
+/// Counts the reads a storage serves.
+#[derive(Clone)]
+pub struct CountingStorage {
+    pub inner: vds::MemoryStorage,
+    pub reads: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl vds::Storage for CountingStorage {
+    fn len(&self) -> std::io::Result<u64> {
+        self.inner.len()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.inner.write_at(offset, data)
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn sync(&self) -> std::io::Result<()> {
+        self.inner.sync()
+    }
+}
