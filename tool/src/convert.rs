@@ -2,7 +2,9 @@
 //! bounded memory, into a destination that appears only when complete.
 
 use crate::args::{u64_list, Args, Spec};
-use crate::util::{at, buffer, catch_interrupts, count, interrupted, runs, size, to_native, Blocks, Destination, Fail, Progress};
+use crate::util::{
+    at, buffer, bytes_of, catch_interrupts, interrupted, open_input, runs, size, to_native, Blocks, Destination, Fail, Progress,
+};
 use crate::{ds, npy};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -77,14 +79,21 @@ brought from a .ds file (masks, strings, scalars) exactly.
 Options:
   --format npy|ds|raw   the output's format
   --order C|F           .npy and raw: memory order of the output (default C)
+  --lod K               .npy and raw: level of detail K (default 0, the data)
+  --partitioning P      .npy and raw: read partitioning P (default: whichever
+                        reads fastest; 0 is the bricks, which every other
+                        layer is derived from)
+  --mask                .npy and raw: the missing-value mask (bool, true where
+                        a value is missing) instead of the values
   -f, --force           replace OUTPUT if it exists
   -q, --quiet           no progress bar
 
 Example:
   vds export survey.vds amplitude.npy amplitude
+  vds export survey.vds overview.npy amplitude --lod 2
 ",
-    values: &["format", "order"],
-    flags: &["force", "quiet"],
+    values: &["format", "order", "lod", "partitioning"],
+    flags: &["force", "quiet", "mask"],
     positional: (2, 3),
 };
 
@@ -344,7 +353,11 @@ pub fn import(args: &Args) -> Result<(), Fail> {
         b.attribute(k, val.clone());
     }
     let mut out = b.create(dest.temp()).map_err(at(output))?;
-    let total = plan.vars.iter().map(|v| count(&v.shape).unwrap_or(0).saturating_mul(v.dtype.size() as u64)).sum();
+    let total = plan.vars.iter().try_fold(0u64, |t, v| {
+        bytes_of(&v.shape, v.dtype.size() as u64)?
+            .checked_add(t)
+            .ok_or_else(|| Fail::Error(format!("{input}: more than 2^64 bytes of data")))
+    })?;
     let mut progress = Progress::new(&format!("importing {input}"), total, args.flag("quiet"));
     let left = format!("{output} was not written");
     for (i, v) in plan.vars.iter().enumerate() {
@@ -380,7 +393,7 @@ fn summary(output: &str, raw: u64) -> Result<(), Fail> {
 
 /// The plan for a .npy or raw input: one variable.
 fn single_array_plan(args: &Args, input: &str, format: &str) -> Result<Plan, Fail> {
-    let file = File::open(input).map_err(at(input))?;
+    let file = open_input(input)?;
     let (dtype, little, fortran, shape, offset) = if format == "npy" {
         let h = npy::read_header(&file, input)?;
         (h.dtype, h.little, h.fortran, h.shape, h.data_offset)
@@ -398,8 +411,10 @@ fn single_array_plan(args: &Args, input: &str, format: &str) -> Result<Plan, Fai
             Some("big") => false,
             Some(e) => return Err(args.usage(format!("--endian {e:?}: expected little or big"))),
         };
-        let need =
-            count(&shape)?.checked_mul(dtype.size() as u64).ok_or_else(|| Fail::Error(format!("{input}: shape {shape:?} is too large")))?;
+        let need = bytes_of(&shape, dtype.size() as u64).map_err(|e| match e {
+            Fail::Error(m) => Fail::Error(format!("{input}: {m}")),
+            other => other,
+        })?;
         let len = file.metadata().map_err(at(input))?.len();
         if len != need {
             return Err(Fail::Error(format!("{input}: {len} bytes, but {dtype} of shape {shape:?} needs {need}")));
@@ -468,7 +483,7 @@ fn stream_in(
     let order = if fortran { Order::Fortran } else { Order::C };
     for (start, bshape) in Blocks::new(&fshape, &fchunk, esize, block_budget()) {
         interrupted(left)?;
-        let mut buf = buffer(count(&bshape)? * esize)?;
+        let mut buf = buffer(bytes_of(&bshape, esize)?)?;
         for (off, boff, len) in runs(&fshape, &start, &bshape) {
             let dst = &mut buf[(boff * esize) as usize..((boff + len) * esize) as usize];
             file.read_exact_at(dst, offset + off * esize).map_err(|e| Fail::Error(format!("reading the data: {e}")))?;
@@ -484,9 +499,42 @@ fn stream_in(
 
 /// Writes variable `v` of `src` into `file` at `offset` as a C- or
 /// Fortran-order array in little-endian byte order, block by block.
+/// Which stored layer of a variable an export reads: a level of detail, a
+/// partitioning (the one that reads fastest when `None`), and the values or
+/// the missing-value mask.
+#[derive(Clone, Copy, Default)]
+pub struct Layer {
+    pub lod: u8,
+    pub part: Option<u8>,
+    pub mask: bool,
+}
+
+impl Layer {
+    /// The layer the options `--lod`, `--partitioning` and `--mask` name.
+    fn from(args: &Args, path: &str, var: &vds::Variable) -> Result<(Layer, Vec<u64>), Fail> {
+        let (lod, shape) = crate::info::lod_of(args, path, var)?;
+        let part = args.parsed("partitioning", |s| s.parse::<u8>().map_err(|_| "not a partitioning number".to_string()))?;
+        if let Some(p) = part {
+            if usize::from(p) >= var.partitionings().len() {
+                return Err(Fail::Error(format!(
+                    "{path}: variable {:?} has {} partitioning(s); {p} does not exist",
+                    var.name(),
+                    var.partitionings().len()
+                )));
+            }
+        }
+        let mask = args.flag("mask");
+        if mask && !var.has_mask() {
+            return Err(Fail::Error(format!("{path}: variable {:?} keeps no missing-value mask", var.name())));
+        }
+        Ok((Layer { lod, part, mask }, shape))
+    }
+}
+
+/// Streams `layer` of variable `v` into `file` at `offset`, in C or Fortran order.
 pub fn stream_out(
     src: &Dataset,
-    v: usize,
+    (v, layer): (usize, Layer),
     file: &File,
     offset: u64,
     fortran: bool,
@@ -494,16 +542,24 @@ pub fn stream_out(
     left: &str,
 ) -> Result<(), Fail> {
     let var = src.variable(v).map_err(|e| Fail::Error(e.to_string()))?;
-    let (shape, chunk, esize) = (var.shape().to_vec(), var.chunk_shape().to_vec(), var.dtype().size() as u64);
+    let shape = var.lod_shape(layer.lod).ok_or_else(|| Fail::Error(format!("level of detail {} does not exist", layer.lod)))?;
+    let chunk = var.chunk_shape().to_vec();
+    let esize = if layer.mask { 1 } else { var.dtype().size() as u64 };
     let (fshape, fchunk) = if fortran { (reversed(&shape), reversed(&chunk)) } else { (shape.clone(), chunk.clone()) };
     let order = if fortran { Order::Fortran } else { Order::C };
     for (start, bshape) in Blocks::new(&fshape, &fchunk, esize, block_budget()) {
         interrupted(left)?;
-        let mut buf = buffer(count(&bshape)? * esize)?;
+        let mut buf = buffer(bytes_of(&bshape, esize)?)?;
         let (rstart, rshape) = if fortran { (reversed(&start), reversed(&bshape)) } else { (start.clone(), bshape.clone()) };
         let region = Region::new(&rstart, &rshape).map_err(|e| Fail::Error(e.to_string()))?;
-        src.read_bytes(v, &region, order, &mut buf).map_err(|e| Fail::Error(e.to_string()))?;
-        to_native(&mut buf, esize as usize, true);
+        let err = |e: vds::Error| Fail::Error(e.to_string());
+        if layer.mask {
+            let bits = src.read_mask(v, layer.lod, layer.part, &region, order).map_err(err)?;
+            buf.iter_mut().zip(bits).for_each(|(b, m)| *b = u8::from(m));
+        } else {
+            src.read_lod_bytes(v, layer.lod, layer.part, &region, order, &mut buf).map_err(err)?;
+            to_native(&mut buf, esize as usize, true);
+        }
         for (off, boff, len) in runs(&fshape, &start, &bshape) {
             let part = &buf[(boff * esize) as usize..((boff + len) * esize) as usize];
             file.write_all_at(part, offset + off * esize).map_err(|e| Fail::Error(format!("writing: {e}")))?;
@@ -535,6 +591,14 @@ pub fn export(args: &Args) -> Result<(), Fail> {
         if args.pos(2).is_some() {
             return Err(args.usage("a .ds file takes every variable; leave VAR out".into()));
         }
+        for option in ["lod", "partitioning"] {
+            if args.value(option).is_some() {
+                return Err(args.usage(format!("--{option} is for .npy and raw output; a .ds file takes the data itself")));
+            }
+        }
+        if args.flag("mask") {
+            return Err(args.usage("--mask is for .npy and raw output; a .ds file takes masks with their variables".into()));
+        }
         ds::write(&src, input, dest.temp(), args.flag("quiet"), &left).map_err(|e| e.about(output))?;
         return dest.finish();
     }
@@ -551,15 +615,20 @@ pub fn export(args: &Args) -> Result<(), Fail> {
         }
     };
     let var = &src.variables()[v];
+    let (layer, lod_shape) = Layer::from(args, input, var)?;
+    let dtype = if layer.mask { vds::DType::Bool } else { var.dtype() };
     let scalar = src.variable_attributes(v).map_err(at(input))?.get(SCALAR_ATTR) == Some(&Value::Bool(true));
-    let shape: Vec<u64> = if scalar { vec![] } else { var.shape().to_vec() };
+    let shape: Vec<u64> = if scalar { vec![] } else { lod_shape.clone() };
     let file = File::create(dest.temp()).map_err(at(output))?;
-    let header = if format == "npy" { npy::header_bytes(var.dtype(), fortran, &shape) } else { Vec::new() };
+    let header = if format == "npy" { npy::header_bytes(dtype, fortran, &shape) } else { Vec::new() };
     file.write_all_at(&header, 0).map_err(at(output))?;
-    let bytes = count(var.shape())? * var.dtype().size() as u64;
-    file.set_len(header.len() as u64 + bytes).map_err(at(output))?;
+    let bytes = bytes_of(&lod_shape, dtype.size() as u64)?;
+    let len = bytes
+        .checked_add(header.len() as u64)
+        .ok_or_else(|| Fail::Error(format!("{output}: {bytes} bytes of data do not fit in a file")))?;
+    file.set_len(len).map_err(at(output))?;
     let mut progress = Progress::new(&format!("exporting {}", var.name()), bytes, args.flag("quiet"));
-    stream_out(&src, v, &file, header.len() as u64, fortran, &mut progress, &left).map_err(|e| e.about(output))?;
+    stream_out(&src, (v, layer), &file, header.len() as u64, fortran, &mut progress, &left).map_err(|e| e.about(output))?;
     progress.finish();
     drop(file);
     dest.finish()
@@ -591,7 +660,11 @@ pub fn copy(args: &Args) -> Result<(), Fail> {
         b.attribute(k, val.clone());
     }
     let mut out = b.create(dest.temp()).map_err(at(output))?;
-    let total = src.variables().iter().map(|v| count(v.shape()).unwrap_or(0).saturating_mul(v.dtype().size() as u64)).sum();
+    let total = src.variables().iter().try_fold(0u64, |t, v| {
+        bytes_of(v.shape(), v.dtype().size() as u64)?
+            .checked_add(t)
+            .ok_or_else(|| Fail::Error(format!("{input}: more than 2^64 bytes of data")))
+    })?;
     let mut progress = Progress::new(&format!("copying {input}"), total, args.flag("quiet"));
     let left = format!("{output} was not written");
     for v in 0..src.variables().len() {
@@ -601,7 +674,7 @@ pub fn copy(args: &Args) -> Result<(), Fail> {
         };
         for (start, bshape) in Blocks::new(&shape, &chunk, esize, block_budget()) {
             interrupted(&left)?;
-            let mut buf = buffer(count(&bshape)? * esize)?;
+            let mut buf = buffer(bytes_of(&bshape, esize)?)?;
             let region = Region::new(&start, &bshape).map_err(at(input))?;
             src.read_bytes(v, &region, Order::C, &mut buf).map_err(at(input))?;
             out.write_bytes(v, &region, Order::C, &buf).map_err(at(output))?;

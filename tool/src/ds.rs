@@ -16,8 +16,8 @@
 //! - a variable without dimensions spans the one-sample axis `scalar` and
 //!   carries `vds:scalar`.
 
-use crate::convert::{stream_out, Plan, Source, VarPlan, SCALAR_ATTR, SCALAR_AXIS};
-use crate::util::{at, buffer, count, to_native, Fail, Progress};
+use crate::convert::{stream_out, Layer, Plan, Source, VarPlan, SCALAR_ATTR, SCALAR_AXIS};
+use crate::util::{at, buffer, bytes_of, count, to_native, Fail, Progress};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::FileExt;
@@ -37,7 +37,7 @@ const TYPE_ATTR: &str = "ds:type";
 /// Reads the metadata of a .ds file and plans its variables.
 pub fn read(path: &str) -> Result<Plan, Fail> {
     let bad = |what: String| Fail::Error(format!("{path}: not a valid .ds file: {what}"));
-    let file = File::open(path).map_err(at(path))?;
+    let file = crate::util::open_input(path)?;
     let len = file.metadata().map_err(at(path))?.len();
     let mut reader = BufReader::new((&file).take(MAX_HEADER));
     let mut line1 = Vec::new();
@@ -247,7 +247,7 @@ enum Payload {
 /// Reads a whole variable into memory (C order, native bytes).
 fn whole(src: &Dataset, v: usize, input: &str) -> Result<Vec<u8>, Fail> {
     let var = &src.variables()[v];
-    let bytes = count(var.shape())? * var.dtype().size() as u64;
+    let bytes = bytes_of(var.shape(), var.dtype().size() as u64)?;
     if bytes > MAX_IN_MEMORY {
         return Err(Fail::Error(format!(
             "{input}: variable {:?} ({bytes} bytes) is too large to hold in memory for a .ds file",
@@ -370,7 +370,7 @@ pub fn write(src: &Dataset, input: &str, path: &Path, quiet: bool, left: &str) -
                 file.write_all_at(&b, body + off).map_err(at(path))?;
                 progress.add(b.len() as u64);
             }
-            Payload::Stream(v) => stream_out(src, v, &file, body + off, false, &mut progress, left)?,
+            Payload::Stream(v) => stream_out(src, (v, Layer::default()), &file, body + off, false, &mut progress, left)?,
         }
     }
     progress.finish();

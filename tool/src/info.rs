@@ -2,7 +2,7 @@
 
 use crate::args::{Args, Spec};
 use crate::convert::open;
-use crate::util::{at, buffer, count, out, size, value_text, Fail, Progress};
+use crate::util::{at, buffer, bytes_of, count, out, size, value_text, Fail, Progress};
 use vds::serde_json::{json, Value};
 use vds::{Compression, Dataset, Order, Region, Variable};
 
@@ -60,18 +60,24 @@ pub static VERIFY: Spec = Spec {
     help: "\
 vds verify: check every checksum and structure of a container
 
-Usage: vds verify FILE [-q]
+Usage: vds verify FILE [--quick] [-q]
 
 Reads the descriptor, every index page and every chunk of the current commit,
 checks each checksum and decodes each chunk, and prints each problem with
-where it is. Exit status: 0 when intact, 1 on damage or when the file cannot
-be opened. A progress bar shows on a terminal unless -q.
+where it is. Then, when nothing was found, it checks that every level of
+detail and every partitioning (tiles) of each variable holds what level 0 of
+its first partitioning implies, recomputing them: a layer of intact chunks
+holding other values is damage too, since a read that picks it returns them.
+--quick skips that second check (it reads the derived layers again, a few
+times the time of the first on a variable with levels of detail or tiles).
+Exit status: 0 when intact, 1 on damage or when the file cannot be opened.
+A progress bar shows on a terminal unless -q.
 
 Example:
   vds verify target/demo.vds
 ",
     values: &[],
-    flags: &["quiet"],
+    flags: &["quiet", "quick"],
     positional: (1, 1),
 };
 
@@ -116,10 +122,20 @@ fn describe(ds: &Dataset, path: &str) -> Result<Value, Fail> {
     for (i, v) in ds.variables().iter().enumerate() {
         let s = ds.variable_stats(i).map_err(at(path))?;
         // Chunks of every layer: each level of detail in each partitioning.
-        let total: u64 = (0..v.levels_of_detail())
-            .flat_map(|k| v.partitionings().iter().map(move |c| (k, c)))
-            .map(|(k, c)| v.lod_shape(k).unwrap_or_default().iter().zip(c).map(|(n, c)| n.div_ceil(*c)).product::<u64>())
-            .sum();
+        // Chunks of every layer: each level of detail in each partitioning,
+        // and as many again for the masks of a variable that keeps one.
+        let too_many = || Fail::Error(format!("{path}: variable {:?} has more than 2^64 chunks in its layers", v.name()));
+        let mut total = 0u64;
+        for k in 0..v.levels_of_detail() {
+            for c in v.partitionings() {
+                let shape = v.lod_shape(k).unwrap_or_default();
+                let grid: Vec<u64> = shape.iter().zip(c).map(|(n, c)| n.div_ceil(*c)).collect();
+                total = count(&grid).ok().and_then(|g| total.checked_add(g)).ok_or_else(too_many)?;
+            }
+        }
+        if v.has_mask() {
+            total = total.checked_mul(2).ok_or_else(too_many)?;
+        }
         let unwritten = total.saturating_sub(s.stored_chunks + s.constant_chunks + s.fill_chunks);
         let ratio = if s.stored_bytes > 0 { s.raw_bytes as f64 / s.stored_bytes as f64 } else { 0.0 };
         vars.push(json!({
@@ -358,7 +374,7 @@ pub fn dump(args: &Args) -> Result<(), Fail> {
     // Rows of the last axis, read one 2-D plane (or row) at a time to bound memory.
     let row = shape[nd - 1];
     let plane_rows = if nd >= 2 { shape[nd - 2] } else { 1 };
-    let planes = n / (row * plane_rows);
+    let planes = if n == 0 { 0 } else { n / (row * plane_rows) };
     let mut text = String::new();
     if args.flag("csv") {
         text += &format!("{},{}\n", axis_names.join(","), name);
@@ -375,7 +391,7 @@ pub fn dump(args: &Args) -> Result<(), Fail> {
             pstart[k] += i;
             pshape[k] = 1;
         }
-        let mut buf = buffer(row * plane_rows * esize as u64)?;
+        let mut buf = buffer(bytes_of(&[row, plane_rows], esize as u64)?)?;
         ds.read_lod_bytes(name.as_str(), lod, None, &Region::new(&pstart, &pshape).map_err(at(path))?, Order::C, &mut buf)
             .map_err(at(path))?;
         if !args.flag("csv") && nd >= 3 {
@@ -418,12 +434,12 @@ pub fn verify(args: &Args) -> Result<(), Fail> {
     let path = &args.positional[0];
     let ds = open(path)?;
     let mut progress = Progress::items(&format!("verifying {path}"), 0, args.flag("quiet"));
-    let r = ds
-        .verify_with_progress(&mut |done, total| {
-            progress.total = total.max(1);
-            progress.set(done);
-        })
-        .map_err(at(path))?;
+    let mut step = |done: u64, total: u64| {
+        progress.total = total.max(1);
+        progress.set(done);
+    };
+    let r =
+        if args.flag("quick") { ds.verify_with_progress(&mut step) } else { ds.verify_full_with_progress(&mut step) }.map_err(at(path))?;
     progress.finish();
     let mut text = String::new();
     for p in &r.problems {
@@ -431,10 +447,11 @@ pub fn verify(args: &Args) -> Result<(), Fail> {
     }
     if r.is_ok() {
         text += &format!(
-            "{path}: intact (commit {}, {} chunks and {} index pages checked, {} live, {} reclaimable)\n",
+            "{path}: intact (commit {}, {} chunks and {} index pages checked{}, {} live, {} reclaimable)\n",
             r.commit,
             r.chunks,
             r.index_pages,
+            if args.flag("quick") { "" } else { ", layers consistent" },
             size(r.live_bytes),
             size(r.reclaimable_bytes)
         );

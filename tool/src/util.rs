@@ -4,7 +4,8 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use vds::DType;
 
@@ -64,20 +65,76 @@ pub fn out(bytes: &[u8]) -> Result<(), Fail> {
 }
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// The write end of the pipe that wakes the watchdog thread (-1: none).
+static WAKE: AtomicI32 = AtomicI32::new(-1);
+/// Partial outputs to remove if the watchdog has to end the process.
+static PARTIAL: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// How long a command has, after Ctrl-C or SIGTERM, to reach a point where
+/// it stops by itself and cleans up, before the watchdog ends it.
+const GRACE: Duration = Duration::from_secs(2);
 
 extern "C" fn on_interrupt(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
+    let fd = WAKE.load(Ordering::SeqCst);
+    if fd >= 0 {
+        // SAFETY: write(2) on a pipe is async-signal-safe; the byte is on the stack.
+        unsafe { libc::write(fd, [1u8].as_ptr().cast(), 1) };
+    }
 }
 
 /// From now on, Ctrl-C (SIGINT) and SIGTERM set a flag that long loops
 /// check with [`interrupted`], so that they can remove what they started.
+/// A command blocked in a call that does not return (a stalled disk or
+/// network file system) cannot check it, and the standard library retries
+/// interrupted calls; so a watchdog thread ends the process GRACE after the
+/// signal if the command has not stopped by then, removing the partial
+/// outputs of every live [`Destination`] first.
 pub fn catch_interrupts() {
-    let handler: extern "C" fn(libc::c_int) = on_interrupt;
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, handler as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, handler as libc::sighandler_t);
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: pipe2 writes two descriptors into `fds`.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == 0 {
+            let read_end = fds[0];
+            WAKE.store(fds[1], Ordering::SeqCst);
+            std::thread::spawn(move || watchdog(read_end));
+        }
+        let handler: extern "C" fn(libc::c_int) = on_interrupt;
+        // SAFETY: the handler only stores to an atomic and writes to a pipe,
+        // both async-signal-safe; the sigaction struct is zeroed and filled.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = handler as libc::sighandler_t;
+            // No SA_RESTART: a blocked call returns EINTR where the caller lets it.
+            action.sa_flags = 0;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(libc::SIGINT, &action, std::ptr::null_mut());
+            libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
+        }
+    });
+}
+
+/// Waits for the first signal, gives the command GRACE to stop, then
+/// removes its partial outputs and ends the process with status 130.
+fn watchdog(read_end: libc::c_int) {
+    let mut byte = [0u8; 1];
+    loop {
+        // SAFETY: read(2) into a one-byte buffer on the stack.
+        let n = unsafe { libc::read(read_end, byte.as_mut_ptr().cast(), 1) };
+        if n == 1 {
+            break;
+        }
+        if n == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return;
+        }
     }
+    std::thread::sleep(GRACE);
+    for p in PARTIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter() {
+        let _ = std::fs::remove_file(p);
+    }
+    let _ = writeln!(std::io::stderr(), "vds: interrupted; stopped {} s after the signal, partial output removed", GRACE.as_secs());
+    // SAFETY: _exit ends the process without running anything else.
+    unsafe { libc::_exit(130) };
 }
 
 /// Fails when Ctrl-C was pressed; `what` says what is left.
@@ -107,6 +164,7 @@ impl Destination {
         }
         let name = p.file_name().ok_or_else(|| Fail::Error(format!("{path}: not a file name")))?;
         let temp = p.with_file_name(format!(".{}.partial-{}", name.to_string_lossy(), std::process::id()));
+        PARTIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(temp.clone());
         Ok(Destination { path: p, temp, done: false })
     }
 
@@ -137,7 +195,19 @@ impl Drop for Destination {
         if !self.done {
             let _ = std::fs::remove_file(&self.temp);
         }
+        PARTIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|p| *p != self.temp);
     }
+}
+
+/// Opens an input file, refusing anything but a regular file without
+/// blocking (a FIFO with no writer would block the open forever).
+pub fn open_input(path: &str) -> Result<std::fs::File, Fail> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(at(path))?;
+    if !file.metadata().map_err(at(path))?.is_file() {
+        return Err(Fail::Error(format!("{path}: not a regular file")));
+    }
+    Ok(file)
 }
 
 /// A progress bar on standard error: drawn only when standard error is a
@@ -285,6 +355,14 @@ pub fn to_native(buf: &mut [u8], esize: usize, little: bool) {
 /// Product of a shape, failing on overflow.
 pub fn count(shape: &[u64]) -> Result<u64, Fail> {
     shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d)).ok_or_else(|| Fail::Error(format!("shape {shape:?} has too many elements")))
+}
+
+/// Bytes that `shape` elements of `esize` bytes take, or an error when that
+/// passes 2^64 (never a wrapped, smaller number).
+pub fn bytes_of(shape: &[u64], esize: u64) -> Result<u64, Fail> {
+    count(shape)?
+        .checked_mul(esize)
+        .ok_or_else(|| Fail::Error(format!("shape {shape:?} of {esize}-byte values takes more than 2^64 bytes")))
 }
 
 /// A buffer of `bytes` bytes, or an error rather than an abort when it cannot be had.

@@ -302,7 +302,7 @@ fn verify_finds_damage_and_says_where() {
     let shown = Command::new(env!("CARGO_BIN_EXE_vds")).args(["verify", p]).env("VDS_PROGRESS", "always").output().unwrap();
     assert!(String::from_utf8_lossy(&shown.stderr).contains("\rverifying"), "{shown:?}");
     let text = ok(&dir, &["verify", p]);
-    assert!(text.contains("intact (commit 2, 4 chunks and 1 index pages checked"), "{text}");
+    assert!(text.contains("intact (commit 2, 4 chunks and 1 index pages checked, layers consistent"), "{text}");
     // Flip a byte inside the first stored chunk (the body starts after the head and both slots).
     let mut bytes = std::fs::read(&path).unwrap();
     let head = bytes.iter().position(|&b| b == b'\n').unwrap() + 1;
@@ -598,4 +598,87 @@ fn levels_of_detail_and_partitionings_in_info_dump_and_slice() {
     assert!(text.contains("5 x 5 pixels, inline across, crossline down, at time = 3"), "{text}");
     assert!(fails(&dir, &["slice", p, "amp", "--lod", "2", "--axis", "time", "--index", "4", "-o", "x.png"], 1)
         .contains("outside axis \"time\""));
+}
+
+/// The little-endian bytes of an .npy file's array, its dtype and shape, as NumPy reads them.
+fn npy_as_numpy_reads_it(dir: &Path, file: &str) -> String {
+    python(
+        dir,
+        &format!("import numpy as np; a = np.load({file:?}); print(a.dtype, a.shape, a.astype(a.dtype.newbyteorder('<')).tobytes().hex())"),
+    )
+}
+
+#[test]
+fn export_takes_a_level_a_partitioning_or_a_mask() {
+    let dir = scratch("export-layers");
+    let path = dir.join("l.vds");
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("x", 12))
+        .axis(Axis::new("y", 10))
+        .variable(
+            VariableBuilder::new("v", DType::Int32, &["x", "y"])
+                .chunk(&[4, 4])
+                .partitioning(&[1, 10])
+                .levels_of_detail(2, &["x", "y"], vds::LodMethod::Average)
+                .missing_mask(true),
+        )
+        .create(&path)
+        .unwrap();
+    let data: Vec<i32> = (0..120).map(|i| i * 7 - 300).collect();
+    let missing: Vec<bool> = (0..120).map(|i| i % 5 == 0).collect();
+    ds.write_masked("v", &Region::full(&[12, 10]).unwrap(), Order::C, &data, &missing).unwrap();
+    ds.close().unwrap();
+    let p = path.to_str().unwrap();
+    let ds = Dataset::open(&path).unwrap();
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let le = |v: &[i32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    // Level 1 (6 x 5), from either partitioning: the same values.
+    let mut want = vec![0i32; 30];
+    ds.read_lod("v", 1, Some(0), &Region::full(&[6, 5]).unwrap(), Order::C, &mut want).unwrap();
+    for part in ["0", "1"] {
+        ok(&dir, &["export", p, "l1.npy", "v", "--lod", "1", "--partitioning", part, "-f", "-q"]);
+        assert_eq!(npy_as_numpy_reads_it(&dir, "l1.npy").trim(), format!("int32 (6, 5) {}", hex(&le(&want))));
+    }
+    // The mask of level 0, as bool.
+    ok(&dir, &["export", p, "m.npy", "v", "--mask", "-q"]);
+    let bits: Vec<u8> = missing.iter().map(|&m| u8::from(m)).collect();
+    assert_eq!(npy_as_numpy_reads_it(&dir, "m.npy").trim(), format!("bool (12, 10) {}", hex(&bits)));
+    // Levels and partitionings that do not exist, and options .ds cannot take.
+    assert!(fails(&dir, &["export", p, "x.npy", "v", "--lod", "2"], 1).contains("level 2 does not exist"));
+    assert!(fails(&dir, &["export", p, "x.npy", "v", "--partitioning", "2"], 1).contains("2 does not exist"));
+    assert!(fails(&dir, &["export", p, "x.ds", "--lod", "1"], 2).contains("--lod is for .npy and raw output"));
+    // Masks are layers too: the count of unwritten chunks includes them.
+    let v: vds::serde_json::Value = vds::serde_json::from_str(&ok(&dir, &["info", p, "--json"])).unwrap();
+    let c = &v["variables"][0]["chunks"];
+    let all = ["stored", "constant", "fill", "unwritten"].iter().map(|k| c[k].as_u64().unwrap()).sum::<u64>();
+    // 3x3 bricks + 12 tiles at level 0, 2x2 + 6 at level 1, each with a mask layer.
+    assert_eq!(all, 2 * (9 + 12 + 4 + 6), "{c}");
+}
+
+#[test]
+fn a_fifo_as_input_is_refused_without_blocking() {
+    let dir = scratch("fifo-input");
+    let status = Command::new("mkfifo").arg(dir.join("in.npy")).status().unwrap();
+    assert!(status.success());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vds"))
+        .args(["import", "in.npy", "out.vds"])
+        .current_dir(&dir)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("vds import blocked on a FIFO");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("in.npy: not a regular file"), "{err}");
 }
