@@ -86,3 +86,143 @@ fn the_example_descriptor_and_its_first_commit_slot_are_what_the_library_writes(
     assert_eq!(u32::from_le_bytes(expected[508..512].try_into().unwrap()), crc32(&expected[..508]), "the dump's own slot CRC32");
     assert!(bytes[4096..4608].iter().all(|&b| b == 0), "slot 0 of a new file is zeros");
 }
+
+fn open_text_within(desc: &str, limit: u64) -> vds::Result<vds::Dataset> {
+    let storage = std::sync::Arc::new(vds::MemoryStorage::from_bytes(&container_with_descriptor(desc.as_bytes())));
+    vds::OpenOptions::new().memory_limit(limit).open_storage(storage)
+}
+
+fn open_text(desc: &str) -> vds::Result<vds::Dataset> {
+    open_text_within(desc, 1 << 30)
+}
+
+const NO_FEATURES: &str = r#"{"compat":[],"ro_compat":[],"incompat":[]}"#;
+
+/// A descriptor of one float32 variable over 4 samples, with `features`,
+/// further members `var` of the variable, and `attributes`.
+fn desc(features: &str, var: &str, attributes: &str) -> String {
+    format!(
+        r#"{{"format":"vds","version":[1,3],"features":{features},"axes":[{{"name":"x","samples":4,"first":0,"last":3}}],"variables":[{{"name":"v","dtype":"float32","axes":["x"],"chunk":[2],"fill":0,"codec":{{"id":"none"}}{var}}}],"attributes":{attributes}}}"#
+    )
+}
+
+/// Checks each (case, descriptor, expected outcome: `None` opens, else the error kind).
+fn expect_all(cases: &[(&str, String, Option<vds::ErrorKind>)]) {
+    for (case, text, want) in cases {
+        let got = open_text(text).err().map(|e| e.kind());
+        assert_eq!(&got, want, "{case}: {text:.300}");
+    }
+}
+
+/// SPEC.md 3, "JSON text": what a reader refuses beyond RFC 8259's grammar.
+#[test]
+fn json_text_rules() {
+    use vds::ErrorKind::Corrupt;
+    let attrs = |a: &str| desc(NO_FEATURES, "", a);
+    let nested = |n: usize| attrs(&format!(r#"{{"a":{}{}}}"#, "[".repeat(n), "]".repeat(n)));
+    expect_all(&[
+        ("plain", attrs("{}"), None),
+        ("byte order mark", format!("\u{feff}{}", attrs("{}")), Some(Corrupt)),
+        // The descriptor's object is level 1, attributes level 2, then the arrays.
+        ("nested 127 deep", nested(125), None),
+        ("nested 128 deep", nested(126), Some(Corrupt)),
+        ("defined member twice", desc(NO_FEATURES, r#","unit":"a","unit":"b""#, "{}"), Some(Corrupt)),
+        ("unknown member twice", desc(NO_FEATURES, r#","extra":1,"extra":1"#, "{}"), Some(Corrupt)),
+        ("attribute key twice", attrs(r#"{"a":1,"a":2}"#), Some(Corrupt)),
+        ("key twice after unescaping", attrs(r#"{"a":1,"\u0061":2}"#), Some(Corrupt)),
+        ("key twice in a nested attribute", attrs(r#"{"a":[{"k":1,"k":1}]}"#), Some(Corrupt)),
+        ("keys differing in case", attrs(r#"{"a":1,"A":2}"#), None),
+        ("surrogate pair", attrs(r#"{"a":"\ud83d\ude00"}"#), None),
+        ("lone high surrogate", attrs(r#"{"a":"\ud800"}"#), Some(Corrupt)),
+        ("lone low surrogate", attrs(r#"{"a":"\udc00"}"#), Some(Corrupt)),
+        ("largest u64", attrs(r#"{"a":18446744073709551615}"#), None),
+        ("integer beyond 64 bits", attrs(r#"{"a":18446744073709551616}"#), Some(Corrupt)),
+        ("integer below -2^63", attrs(r#"{"a":-9223372036854775809}"#), Some(Corrupt)),
+        ("number beyond binary64", attrs(r#"{"a":1e309}"#), Some(Corrupt)),
+        ("number that rounds to zero", attrs(r#"{"a":1e-400}"#), None),
+        (
+            "null optional members",
+            desc(NO_FEATURES, "", "null").replace(r#""codec":{"id":"none"}"#, r#""codec":{"id":"none","level":null,"shuffle":null}"#),
+            None,
+        ),
+        ("null required member", attrs("{}").replace(r#""dtype":"float32""#, r#""dtype":null"#), Some(Corrupt)),
+    ]);
+    let ds = open_text(&attrs(r#"{"a":"\ud83d\ude00","b":1e-400}"#)).unwrap();
+    assert_eq!(ds.attributes()["a"], "\u{1F600}");
+    assert_eq!(ds.attributes()["b"], 0.0);
+}
+
+/// SPEC.md 3 and 3.3: `-0` is binary64 negative zero, so a float fill of `-0` is -0.0.
+#[test]
+fn minus_zero_is_negative_zero() {
+    let ds = open_text(&desc(NO_FEATURES, "", "{}").replace(r#""fill":0"#, r#""fill":-0"#)).unwrap();
+    let v: Vec<f32> = ds.read_vec(0, &vds::Region::full(&[4]).unwrap(), vds::Order::C).unwrap();
+    assert!(v.iter().all(|x| x.to_bits() == 0x8000_0000), "{v:?}");
+}
+
+/// SPEC.md 3, "Size and parse memory": a descriptor is refused when its parse
+/// could exceed the caller's memory limit, and opens under a larger one.
+#[test]
+fn a_descriptor_parse_stays_within_the_memory_limit() {
+    let zeros = vec!["0"; 1 << 19].join(",");
+    let text = desc(NO_FEATURES, "", &format!(r#"{{"z":[{zeros}]}}"#));
+    let Err(e) = open_text_within(&text, 16 << 20) else { panic!("2^19 values cannot be parsed in 16 MiB") };
+    assert_eq!(e.kind(), vds::ErrorKind::OutOfMemory, "{e}");
+    assert!(e.to_string().contains("memory limit of 16777216 bytes"), "{e}");
+    let ds = open_text_within(&text, 1 << 30).unwrap();
+    assert_eq!(ds.attributes()["z"].as_array().unwrap().len(), 1 << 19);
+}
+
+/// SPEC.md 3.4: a file lists every feature it uses, and a defined name only in its own list.
+#[test]
+fn features_in_use_are_listed_in_their_own_list() {
+    use vds::ErrorKind::Corrupt;
+    let f = |compat: &str, ro: &str, inc: &str| format!(r#"{{"compat":[{compat}],"ro_compat":[{ro}],"incompat":[{inc}]}}"#);
+    let quant = r#","quantization":{"storage":"uint8","range":[0,1]}"#;
+    let lod = r#","lod":{"levels":2,"axes":["x"],"method":"nearest"}"#;
+    let zstd = r#","codec":{"id":"zstd","level":3}"#;
+    let with_zstd = |t: String| t.replace(r#","codec":{"id":"none"},"codec""#, r#","codec""#);
+    expect_all(&[
+        ("quantization unlisted", desc(NO_FEATURES, quant, "{}"), Some(Corrupt)),
+        ("quantization listed", desc(&f("", "", r#""quantization""#), quant, "{}"), None),
+        ("margins unlisted", desc(NO_FEATURES, r#","margin":[1,1]"#, "{}"), Some(Corrupt)),
+        ("margin [0, 0] is no use", desc(NO_FEATURES, r#","margin":[0,0]"#, "{}"), None),
+        ("levels of detail unlisted", desc(NO_FEATURES, lod, "{}"), Some(Corrupt)),
+        ("levels of detail listed", desc(&f("", r#""levels_of_detail""#, ""), lod, "{}"), None),
+        ("partitionings unlisted", desc(NO_FEATURES, r#","partitionings":[{"chunk":[1]}]"#, "{}"), Some(Corrupt)),
+        ("mask unlisted", desc(NO_FEATURES, r#","mask":true"#, "{}"), Some(Corrupt)),
+        ("no_value unlisted", desc(NO_FEATURES, r#","no_value":-1"#, "{}"), Some(Corrupt)),
+        ("zstd unlisted", with_zstd(desc(NO_FEATURES, zstd, "{}")), Some(Corrupt)),
+        ("quantization in compat", desc(&f(r#""quantization""#, "", ""), "", "{}"), Some(Corrupt)),
+        ("chunk_hashes in incompat", desc(&f("", "", r#""chunk_hashes""#), "", "{}"), Some(Corrupt)),
+        ("margins in ro_compat", desc(&f("", r#""margins""#, ""), "", "{}"), Some(Corrupt)),
+        ("an unknown name in compat", desc(&f(r#""sparkles""#, "", ""), "", "{}"), None),
+        ("an unknown name in incompat", desc(&f("", "", r#""sparkles""#), "", "{}"), Some(vds::ErrorKind::UnsupportedFeature)),
+    ]);
+}
+
+/// SPEC.md 3.1 and 8: slot ids are lowercase hex, slot names unique.
+#[test]
+fn slot_members() {
+    use vds::ErrorKind::Corrupt;
+    let slots = |s: &str| desc(NO_FEATURES, "", "{}").replace(r#""attributes""#, &format!(r#""slots":[{s}],"attributes""#));
+    expect_all(&[
+        ("lowercase id", slots(r#"{"name":"a","id":"9e3779b97f4a7c15","length":32}"#), None),
+        ("uppercase id", slots(r#"{"name":"a","id":"9E3779B97F4A7C15","length":32}"#), Some(Corrupt)),
+        ("a name listed twice", slots(r#"{"name":"a"},{"name":"a"}"#), Some(Corrupt)),
+    ]);
+}
+
+/// SPEC.md 3.5: 65535 variables and 65535 slots are legal and open.
+#[test]
+fn the_largest_name_lists_open() {
+    let vars: Vec<String> = (0..65_535)
+        .map(|i| format!(r#"{{"name":"v{i}","dtype":"int8","axes":["x"],"chunk":[2],"fill":0,"codec":{{"id":"none"}}}}"#))
+        .collect();
+    let text = desc(NO_FEATURES, "", "{}");
+    let many_vars = text.replacen(&text[text.find(r#"{"name":"v""#).unwrap()..text.find(r#"],"attributes""#).unwrap()], &vars.join(","), 1);
+    assert_eq!(open_text(&many_vars).unwrap().variables().len(), 65_535);
+    let slots: Vec<String> = (0..65_535).map(|i| format!(r#"{{"name":"s{i}"}}"#)).collect();
+    let many_slots = text.replace(r#""attributes""#, &format!(r#""slots":[{}],"attributes""#, slots.join(",")));
+    assert_eq!(open_text(&many_slots).unwrap().external_slots().len(), 65_535);
+}
