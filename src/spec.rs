@@ -937,15 +937,27 @@ impl Variable {
     /// dimensions the partitioning's chunks extend along (OpenVDS numbers
     /// dimensions fastest first, so the variable's last axis is 0), then
     /// `LOD` and the level, e.g. `Dimensions_012LOD0` for bricks and
-    /// `Dimensions_01LOD0` for tiles across the two fastest axes. `prefix`
-    /// is prepended (the channel name, for channels other than the first).
+    /// `Dimensions_01LOD0` for tiles across the two fastest axes. A
+    /// partitioning that extends along the same dimensions as an earlier one
+    /// gets `_P` and its number appended (`Dimensions_012LOD0_P2`), so that
+    /// no two layers of a variable share a name. `prefix` is prepended (the
+    /// channel name, for channels other than the first).
     pub fn layer_name(&self, lod: u8, partitioning: u8, prefix: &str) -> Option<String> {
-        let layer = self.layer(lod, partitioning)?;
-        let n = layer.chunk.len();
-        let mut dims: Vec<usize> = (0..n).filter(|&k| layer.chunk[k] > 1 || self.shape[k] == 1).map(|k| n - 1 - k).collect();
+        self.layer(lod, partitioning)?;
+        let dims = self.extended_dims(usize::from(partitioning));
+        let repeated = (0..usize::from(partitioning)).any(|q| self.extended_dims(q) == dims);
+        let suffix = if repeated { format!("_P{partitioning}") } else { String::new() };
+        Some(format!("{prefix}Dimensions_{dims}LOD{lod}{suffix}"))
+    }
+    /// The dimensions (OpenVDS numbering, ascending) along which the chunks
+    /// of partitioning `part` extend beyond one sample; an axis of extent 1
+    /// counts as extended.
+    fn extended_dims(&self, part: usize) -> String {
+        let chunk = &self.parts[part];
+        let n = chunk.len();
+        let mut dims: Vec<usize> = (0..n).filter(|&k| chunk[k] > 1 || self.shape[k] == 1).map(|k| n - 1 - k).collect();
         dims.sort_unstable();
-        let dims: String = dims.iter().map(|d| d.to_string()).collect();
-        Some(format!("{prefix}Dimensions_{dims}LOD{lod}"))
+        dims.iter().map(|d| d.to_string()).collect()
     }
     /// Bytes of one element in memory.
     pub(crate) fn esize(&self) -> usize {
