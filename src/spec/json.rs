@@ -116,7 +116,7 @@ impl<'a> Scanner<'a> {
             match self.peek() {
                 Some(open @ (b'{' | b'[')) => {
                     if stack.len() == MAX_NESTING {
-                        return self.fail(&format!("arrays and objects nested more than {MAX_NESTING} deep"));
+                        return self.fail(&format!("arrays and objects nested too deeply (more than {MAX_NESTING} levels)"));
                     }
                     self.pos += 1;
                     self.skip_space();
@@ -397,7 +397,7 @@ mod tests {
         assert!(shape(ok.as_bytes()).is_ok());
         assert!(serde_json::from_str::<serde_json::Value>(&ok).is_ok());
         let deep = nested(MAX_NESTING + 1);
-        assert!(shape(deep.as_bytes()).unwrap_err().contains("nested more than 127"));
+        assert!(shape(deep.as_bytes()).unwrap_err().contains("nested too deeply (more than 127 levels)"));
         assert!(serde_json::from_str::<serde_json::Value>(&deep).is_err());
     }
 }
