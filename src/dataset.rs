@@ -107,7 +107,8 @@ impl OpenOptions {
         self.durability = d;
         self
     }
-    /// The memory limit of the opened dataset (see [`Dataset::set_memory_limit`]).
+    /// The memory limit of the opened dataset (see [`Dataset::set_memory_limit`]);
+    /// it also bounds parsing the descriptor (SPEC.md 3, "Size and parse memory").
     pub fn memory_limit(&mut self, bytes: u64) -> &mut OpenOptions {
         self.memory_limit = Some(bytes);
         self
@@ -138,7 +139,7 @@ impl OpenOptions {
         if let Some(c) = self.cache_size {
             ds.set_cache_size(c);
         }
-        ds.memory_limit = self.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT);
+        ds.memory_limit = self.limit();
         ds.allow_external_paths = self.allow_external_paths;
         ds
     }
@@ -147,7 +148,8 @@ impl OpenOptions {
     /// # Errors
     /// `NotFound`, `Io`, `Corrupt`, `UnsupportedVersion`/`UnsupportedFeature`
     /// for a file this library cannot read, `ReadOnly` when writing is asked
-    /// for a file whose features forbid it, `Locked` when another writer holds it.
+    /// for a file whose features forbid it, `Locked` when another writer holds it,
+    /// `OutOfMemory` when parsing the descriptor could exceed the memory limit.
     pub fn open(&self, path: impl AsRef<Path>) -> Result<Dataset> {
         let path = path.as_ref();
         let file = if self.write {
@@ -156,7 +158,7 @@ impl OpenOptions {
             open_regular(path, FsOpenOptions::new().read(true)).map_err(|e| Error::io(format!("opening {}", path.display()), e))?
         };
         let storage: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
-        Dataset::load(storage, Some(path.to_path_buf()), self.write, self.durability)
+        Dataset::load(storage, Some(path.to_path_buf()), self.write, self.durability, self.limit())
             .map(|d| self.apply(d))
             .map_err(|e| e.context(path.display()))
     }
@@ -166,7 +168,10 @@ impl OpenOptions {
     /// # Errors
     /// As [`OpenOptions::open`], except `Locked`.
     pub fn open_storage(&self, storage: Arc<dyn Storage>) -> Result<Dataset> {
-        Dataset::load(storage, None, self.write, self.durability).map(|d| self.apply(d))
+        Dataset::load(storage, None, self.write, self.durability, self.limit()).map(|d| self.apply(d))
+    }
+    fn limit(&self) -> u64 {
+        self.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT)
     }
 }
 
@@ -477,7 +482,7 @@ impl DatasetBuilder {
             extra: Map::new(),
         };
         d.validate(ErrorKind::InvalidArgument)?;
-        d.check_writable().map_err(invalid)?;
+        d.check_writable(DEFAULT_MEMORY_LIMIT).map_err(invalid)?;
         Ok(d)
     }
 
@@ -720,14 +725,14 @@ impl Dataset {
             storage.sync().map_err(io)?;
         }
         // What was just written is known: no need to read it back.
-        let (desc, axes, vars, read_only) = DescriptorJson::parse(&json)?;
+        let (desc, axes, vars, read_only) = DescriptorJson::parse(&json, DEFAULT_MEMORY_LIMIT)?;
         let snap = Snapshot { line1: line1.len() as u64, commit: slot, desc, axes, vars, read_only };
         Ok(Dataset::from_snapshot(storage, path, true, durability, snap))
     }
 
     /// Reads the head, the newest intact commit slot and the descriptor.
-    fn load(storage: Arc<dyn Storage>, path: Option<PathBuf>, writable: bool, durability: Durability) -> Result<Dataset> {
-        let (snap, first) = Snapshot::read_keeping_prefix(&*storage)?;
+    fn load(storage: Arc<dyn Storage>, path: Option<PathBuf>, writable: bool, durability: Durability, limit: u64) -> Result<Dataset> {
+        let (snap, first) = Snapshot::read_keeping_prefix(&*storage, limit)?;
         if writable && snap.read_only {
             return Err(Error::new(ErrorKind::ReadOnly, "the file uses a feature that this library can read but not write"));
         }
@@ -787,7 +792,7 @@ impl Dataset {
         if self.writable {
             return Ok(false);
         }
-        let snap = Snapshot::read(&*self.storage)?;
+        let snap = Snapshot::read(&*self.storage, self.memory_limit)?;
         if snap.commit == self.commit {
             return Ok(false);
         }
@@ -887,7 +892,7 @@ impl Dataset {
 
     /// Marks the descriptor changed, or undoes the change with `undo` if the descriptor grew too large.
     fn descriptor_changed(&mut self, undo: impl FnOnce(&mut DescriptorJson) -> Option<Value>) -> Result<()> {
-        if let Err(why) = self.desc.check_writable() {
+        if let Err(why) = self.desc.check_writable(self.memory_limit) {
             undo(&mut self.desc);
             return Err(invalid(why));
         }
@@ -1887,7 +1892,7 @@ impl Dataset {
         self.cache_lock().clear();
         self.end = self.commit.file_len;
         if std::mem::take(&mut self.desc_dirty) {
-            let snap = Snapshot::for_slot(&*self.storage, self.commit.clone(), self.line1)?;
+            let snap = Snapshot::for_slot_within(&*self.storage, self.commit.clone(), self.line1, self.memory_limit)?;
             self.desc = snap.desc;
             self.axes = snap.axes;
             self.vars = snap.vars;
@@ -2000,13 +2005,13 @@ struct Snapshot {
 }
 
 impl Snapshot {
-    fn read(storage: &dyn Storage) -> Result<Snapshot> {
-        Snapshot::read_keeping_prefix(storage).map(|(snap, _)| snap)
+    fn read(storage: &dyn Storage, limit: u64) -> Result<Snapshot> {
+        Snapshot::read_keeping_prefix(storage, limit).map(|(snap, _)| snap)
     }
 
     /// [`Snapshot::read`], also returning the file's first bytes as read
     /// for this snapshot (empty when they had to be read again).
-    fn read_keeping_prefix(storage: &dyn Storage) -> Result<(Snapshot, Vec<u8>)> {
+    fn read_keeping_prefix(storage: &dyn Storage, limit: u64) -> Result<(Snapshot, Vec<u8>)> {
         let io = |what: &str| {
             let what = what.to_string();
             move |e| Error::io(format!("reading the {what}"), e)
@@ -2029,7 +2034,7 @@ impl Snapshot {
             // the head search read (usually the whole head and more); a retry reads afresh.
             let prefixed = Prefixed { inner: storage, prefix: if attempt == 0 { &first } else { &[] } };
             let commit = choose_slot(read_slots(&prefixed, head_len)?, head_len)?;
-            match Snapshot::for_slot_checked(&prefixed, commit, line1, file_len) {
+            match Snapshot::for_slot_checked(&prefixed, commit, line1, file_len, limit) {
                 Ok(snap) => return Ok((snap, if attempt == 0 { first } else { Vec::new() })),
                 Err(e) if attempt < 2 && e.kind() == ErrorKind::Corrupt => attempt += 1,
                 Err(e) => return Err(e),
@@ -2039,13 +2044,18 @@ impl Snapshot {
 
     /// The snapshot of a given (intact) commit slot.
     fn for_slot(storage: &dyn Storage, commit: CommitSlot, line1: u64) -> Result<Snapshot> {
-        let file_len = storage.len().map_err(|e| Error::io("reading the file length", e))?;
-        Snapshot::for_slot_checked(storage, commit, line1, file_len)
+        Snapshot::for_slot_within(storage, commit, line1, DEFAULT_MEMORY_LIMIT)
     }
 
-    fn for_slot_checked(storage: &dyn Storage, commit: CommitSlot, line1: u64, file_len: u64) -> Result<Snapshot> {
+    /// [`Snapshot::for_slot`], parsing the descriptor within a memory limit.
+    fn for_slot_within(storage: &dyn Storage, commit: CommitSlot, line1: u64, limit: u64) -> Result<Snapshot> {
+        let file_len = storage.len().map_err(|e| Error::io("reading the file length", e))?;
+        Snapshot::for_slot_checked(storage, commit, line1, file_len, limit)
+    }
+
+    fn for_slot_checked(storage: &dyn Storage, commit: CommitSlot, line1: u64, file_len: u64, limit: u64) -> Result<Snapshot> {
         let desc_bytes = read_descriptor(storage, &commit, line1, file_len)?;
-        let (desc, axes, vars, read_only) = DescriptorJson::parse(&desc_bytes).map_err(|e| match e.kind() {
+        let (desc, axes, vars, read_only) = DescriptorJson::parse(&desc_bytes, limit).map_err(|e| match e.kind() {
             ErrorKind::Corrupt => Error::corrupt("descriptor", 0, commit.desc_offset, e.message().to_string()),
             _ => e,
         })?;

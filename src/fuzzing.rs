@@ -46,9 +46,9 @@ impl Bytes<'_> {
 
 /// Fuzz target `descriptor`: the descriptor parser and validator.
 pub fn descriptor(data: &[u8]) {
-    if let Ok((d, axes, vars, _)) = DescriptorJson::parse(data) {
+    if let Ok((d, axes, vars, _)) = DescriptorJson::parse(data, FUZZ_MEMORY_LIMIT) {
         // What parses must serialize and parse again to the same shape.
-        let again = DescriptorJson::parse_uncached(&d.to_bytes()).expect("a parsed descriptor must parse again");
+        let again = DescriptorJson::parse_uncached(&d.to_bytes(), FUZZ_MEMORY_LIMIT).expect("a parsed descriptor must parse again");
         assert_eq!(again.1, axes);
         assert_eq!(again.2.len(), vars.len());
     }

@@ -7,8 +7,15 @@
 
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::wire;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
+
+mod features;
+mod json;
+pub(crate) use features::{
+    FEATURE_CHUNK_HASHES, FEATURE_LOD, FEATURE_MARGINS, FEATURE_MASK, FEATURE_NO_VALUE, FEATURE_PARTITIONINGS, FEATURE_QUANTIZATION,
+    FEATURE_ZSTD, KNOWN_FEATURES,
+};
 
 /// The first bytes of every container: the magic word and a space.
 pub const MAGIC: &[u8] = b"VDS ";
@@ -24,6 +31,8 @@ pub const MAX_CHUNK_BYTES: u64 = 256 << 20;
 pub const MAX_VARIABLES: usize = 65_535;
 /// The longest descriptor accepted, in bytes (64 MiB).
 pub const MAX_DESCRIPTOR_BYTES: u64 = 64 << 20;
+/// The most external-file slots a dataset may have (an entry gives the slot number 16 bits).
+pub(crate) const MAX_SLOTS: usize = 65_535;
 
 /// The version line, "VDS 1.3\n".
 pub(crate) fn version_line() -> String {
@@ -351,13 +360,19 @@ impl Codec {
     }
 }
 
+/// Reads an optional member whose `null` stands for its absence, as it
+/// does for every optional member (SPEC.md 3.1).
+fn null_is_default<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default>(d: D) -> std::result::Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
 /// Codec as it appears in the descriptor: `{"id":"deflate","level":6,"shuffle":true}`.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub(crate) struct CodecJson {
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub level: Option<u8>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub shuffle: bool,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -399,38 +414,16 @@ impl CodecJson {
 /// know to write (`ro_compat`) or to read at all (`incompat`).
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
 pub(crate) struct FeaturesJson {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub compat: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub ro_compat: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub incompat: Vec<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
-/// Feature names this library knows (SPEC.md section 3.4).
-/// `zstd` only in builds with the cargo feature of that name.
-pub(crate) const KNOWN_FEATURES: &[&str] = &[
-    FEATURE_LOD,
-    FEATURE_PARTITIONINGS,
-    FEATURE_CHUNK_HASHES,
-    FEATURE_NO_VALUE,
-    FEATURE_QUANTIZATION,
-    FEATURE_MASK,
-    FEATURE_MARGINS,
-    #[cfg(feature = "zstd")]
-    FEATURE_ZSTD,
-];
-/// A variable's codec is zstd (incompatible: a reader that does not know it
-/// cannot decode the chunks; format 1.3).
-pub(crate) const FEATURE_ZSTD: &str = "zstd";
-/// A variable keeps a missing-value bitmask (read-only compatible: a writer
-/// that does not know it would leave the mask stale).
-pub(crate) const FEATURE_MASK: &str = "missing_mask";
-/// Bricks carry margins (incompatible: a reader that does not know them
-/// would misplace every sample).
-pub(crate) const FEATURE_MARGINS: &str = "margins";
 /// Most stored layers (levels of detail x partitionings, and their masks)
 /// of all the variables of a dataset together.
 pub const MAX_LAYERS: usize = 65_536;
@@ -438,21 +431,6 @@ pub const MAX_LAYERS: usize = 65_536;
 pub const MAX_MARGIN: u64 = 64;
 /// The bit of a key's partitioning byte that marks a mask layer.
 pub(crate) const MASK_LAYER: u8 = 0x80;
-/// A variable declares a no-value marker (compatible: to a reader that does
-/// not know it, the marker is an ordinary value).
-pub(crate) const FEATURE_NO_VALUE: &str = "no_value";
-/// A variable's chunks hold quantized integers (incompatible: a reader that
-/// does not know it would misread them).
-pub(crate) const FEATURE_QUANTIZATION: &str = "quantization";
-/// Stored entries record the XXH64 of their bytes (compatible: a reader
-/// that does not know it ignores the field, as 1.0 readers do).
-pub(crate) const FEATURE_CHUNK_HASHES: &str = "chunk_hashes";
-/// A variable has levels of detail (read-only compatible: a reader that does
-/// not know them reads level 0, but must not write, or the levels go stale).
-pub(crate) const FEATURE_LOD: &str = "levels_of_detail";
-/// A variable is stored in more than one partitioning (read-only
-/// compatible, for the same reason).
-pub(crate) const FEATURE_PARTITIONINGS: &str = "partitionings";
 /// Most samples along an axis: (2^32 - 1) chunks of at most 2^28 samples.
 pub(crate) const MAX_SAMPLES: u64 = u32::MAX as u64 * MAX_CHUNK_BYTES;
 /// Most levels of detail of a variable.
@@ -463,13 +441,13 @@ pub const MAX_PARTITIONINGS: usize = 8;
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub(crate) struct AxisJson {
     pub name: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub unit: String,
     pub samples: u64,
     pub first: f64,
     pub last: f64,
     /// The axis may be resized (format 1.2).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, deserialize_with = "null_is_default", skip_serializing_if = "std::ops::Not::not")]
     pub growable: bool,
     /// The most samples a growable axis may reach (format 1.2); none: unlimited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -481,20 +459,20 @@ pub(crate) struct AxisJson {
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub(crate) struct VariableJson {
     pub name: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub unit: String,
     pub dtype: String,
     pub axes: Vec<String>,
     pub chunk: Vec<u64>,
     pub fill: Value,
     pub codec: CodecJson,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub attributes: Map<String, Value>,
     /// Levels of detail (format 1.1, feature "levels_of_detail").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lod: Option<LodJson>,
     /// Further partitionings of the same data (format 1.1, feature "partitionings").
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, deserialize_with = "null_is_default", skip_serializing_if = "Vec::is_empty")]
     pub partitionings: Vec<PartitioningJson>,
     /// The value that marks a missing sample (format 1.1, feature "no_value").
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -503,7 +481,7 @@ pub(crate) struct VariableJson {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quantization: Option<QuantJson>,
     /// A missing-value bitmask is kept beside the values (format 1.1, feature "missing_mask").
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, deserialize_with = "null_is_default", skip_serializing_if = "std::ops::Not::not")]
     pub mask: bool,
     /// Bricks of the first partitioning overlap their neighbours by this
     /// many samples before and after (format 1.1, feature "margins").
@@ -562,13 +540,13 @@ pub(crate) type Parsed = (DescriptorJson, Vec<Axis>, Vec<Variable>, bool);
 pub(crate) struct DescriptorJson {
     pub format: String,
     pub version: [u16; 2],
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub features: FeaturesJson,
     pub axes: Vec<AxisJson>,
     pub variables: Vec<VariableJson>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub slots: Vec<SlotJson>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub attributes: Map<String, Value>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -590,6 +568,20 @@ impl From<String> for Rule {
 
 fn descriptor_error(detail: String) -> Error {
     Error::new(ErrorKind::Corrupt, format!("invalid descriptor: {detail}"))
+}
+
+/// Refuses a descriptor whose parse could take more than the memory limit.
+fn check_parse_cost(cost: u64, len: usize, memory_limit: u64) -> Result<()> {
+    if cost > memory_limit {
+        return Err(Error::new(
+            ErrorKind::OutOfMemory,
+            format!(
+                "the descriptor ({len} bytes) may take up to {cost} bytes of memory to parse, more than the memory limit of \
+                 {memory_limit} bytes; open it with a larger memory limit"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// One axis of a dataset: its name, unit, number of samples and the
@@ -945,20 +937,40 @@ impl Variable {
     /// dimensions the partitioning's chunks extend along (OpenVDS numbers
     /// dimensions fastest first, so the variable's last axis is 0), then
     /// `LOD` and the level, e.g. `Dimensions_012LOD0` for bricks and
-    /// `Dimensions_01LOD0` for tiles across the two fastest axes. `prefix`
-    /// is prepended (the channel name, for channels other than the first).
+    /// `Dimensions_01LOD0` for tiles across the two fastest axes. A
+    /// partitioning that extends along the same dimensions as an earlier one
+    /// gets `_P` and its number appended (`Dimensions_012LOD0_P2`), so that
+    /// no two layers of a variable share a name. `prefix` is prepended (the
+    /// channel name, for channels other than the first).
     pub fn layer_name(&self, lod: u8, partitioning: u8, prefix: &str) -> Option<String> {
-        let layer = self.layer(lod, partitioning)?;
-        let n = layer.chunk.len();
-        let mut dims: Vec<usize> = (0..n).filter(|&k| layer.chunk[k] > 1 || self.shape[k] == 1).map(|k| n - 1 - k).collect();
+        self.layer(lod, partitioning)?;
+        let dims = self.extended_dims(usize::from(partitioning));
+        let repeated = (0..usize::from(partitioning)).any(|q| self.extended_dims(q) == dims);
+        let suffix = if repeated { format!("_P{partitioning}") } else { String::new() };
+        Some(format!("{prefix}Dimensions_{dims}LOD{lod}{suffix}"))
+    }
+    /// The dimensions (OpenVDS numbering, ascending) along which the chunks
+    /// of partitioning `part` extend beyond one sample; an axis of extent 1
+    /// counts as extended.
+    fn extended_dims(&self, part: usize) -> String {
+        let chunk = &self.parts[part];
+        let n = chunk.len();
+        let mut dims: Vec<usize> = (0..n).filter(|&k| chunk[k] > 1 || self.shape[k] == 1).map(|k| n - 1 - k).collect();
         dims.sort_unstable();
-        let dims: String = dims.iter().map(|d| d.to_string()).collect();
-        Some(format!("{prefix}Dimensions_{dims}LOD{lod}"))
+        dims.iter().map(|d| d.to_string()).collect()
     }
     /// Bytes of one element in memory.
     pub(crate) fn esize(&self) -> usize {
         self.dtype.size()
     }
+}
+
+/// The first name of `names` that an earlier one equals, found with a set
+/// (a name list may be 65535 long: comparing each name with every earlier
+/// one made opening quadratic).
+pub(crate) fn first_repeated<T: Eq + std::hash::Hash + Copy>(names: impl IntoIterator<Item = T>) -> Option<T> {
+    let mut seen = std::collections::HashSet::new();
+    names.into_iter().find(|&n| !seen.insert(n))
 }
 
 /// Checks a name used for an axis, variable or attribute: non-empty, at most 255 bytes, no control characters.
@@ -984,35 +996,39 @@ pub(crate) fn check_slot_name(name: &str) -> std::result::Result<(), String> {
 }
 
 impl DescriptorJson {
-    /// Parses and validates descriptor bytes. Errors are `Corrupt` (malformed),
-    /// `UnsupportedVersion` or `UnsupportedFeature`. `read_only` receives whether
-    /// an unknown `ro_compat` feature forbids writing.
-    pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed> {
+    /// Parses and validates descriptor bytes, refusing a descriptor whose
+    /// parse could take more than `memory_limit` bytes. Errors are `Corrupt`
+    /// (malformed), `OutOfMemory` (over the limit), `UnsupportedVersion` or
+    /// `UnsupportedFeature`. The last member of the result says whether an
+    /// unknown `ro_compat` feature forbids writing.
+    pub(crate) fn parse(bytes: &[u8], memory_limit: u64) -> Result<Parsed> {
         // Opening many files of one schema parses the same bytes each time:
         // the last few small descriptors parsed are kept with their result,
         // which is a function of the bytes alone. Only results of a few
         // layers are kept (a short descriptor can declare many levels and
         // partitionings, each a variable in memory), and a hit is copied
-        // after the lock is released.
+        // after the lock is released. The parse cost is kept too: a smaller
+        // limit than the one the bytes were first parsed under still counts.
         const KEEP: usize = 4;
         const KEEP_BYTES: usize = 16 << 10;
         const KEEP_LAYERS: usize = 64;
-        type Recent = Vec<(Vec<u8>, std::sync::Arc<Parsed>)>;
+        type Recent = Vec<(Vec<u8>, u64, std::sync::Arc<Parsed>)>;
         static RECENT: std::sync::Mutex<Recent> = std::sync::Mutex::new(Vec::new());
         let keep = bytes.len() <= KEEP_BYTES;
         if keep {
-            let hit = RECENT.lock().ok().and_then(|r| r.iter().find(|(b, _)| b == bytes).map(|(_, p)| p.clone()));
-            if let Some(parsed) = hit {
+            let hit = RECENT.lock().ok().and_then(|r| r.iter().find(|(b, _, _)| b == bytes).map(|(_, c, p)| (*c, p.clone())));
+            if let Some((cost, parsed)) = hit {
+                check_parse_cost(cost, bytes.len(), memory_limit)?;
                 return Ok((*parsed).clone());
             }
         }
-        let parsed = DescriptorJson::parse_uncached(bytes)?;
+        let (parsed, cost) = DescriptorJson::parse_costed(bytes, memory_limit)?;
         if keep && parsed.2.iter().map(|v| 1 + v.layers.len()).sum::<usize>() <= KEEP_LAYERS {
             let kept = std::sync::Arc::new(parsed.clone());
             if let Ok(mut recent) = RECENT.lock() {
-                if !recent.iter().any(|(b, _)| b == bytes) {
+                if !recent.iter().any(|(b, _, _)| b == bytes) {
                     recent.truncate(KEEP - 1);
-                    recent.insert(0, (bytes.to_vec(), kept));
+                    recent.insert(0, (bytes.to_vec(), cost, kept));
                 }
             }
         }
@@ -1020,8 +1036,24 @@ impl DescriptorJson {
     }
 
     /// [`DescriptorJson::parse`] without the memo.
-    pub(crate) fn parse_uncached(bytes: &[u8]) -> Result<Parsed> {
-        let d: DescriptorJson = serde_json::from_slice(bytes).map_err(|e| descriptor_error(format!("not valid descriptor JSON: {e}")))?;
+    pub(crate) fn parse_uncached(bytes: &[u8], memory_limit: u64) -> Result<Parsed> {
+        DescriptorJson::parse_costed(bytes, memory_limit).map(|(parsed, _)| parsed)
+    }
+
+    /// The JSON text checked and bounded (SPEC.md 3, "JSON text"), then
+    /// parsed: the checks before serde_json bound what it allocates.
+    fn read_text(bytes: &[u8], memory_limit: u64) -> Result<(DescriptorJson, u64)> {
+        let shape = json::shape(bytes).map_err(|e| descriptor_error(format!("not valid descriptor JSON: {e}")))?;
+        let cost = shape.parse_cost();
+        check_parse_cost(cost, bytes.len(), memory_limit)?;
+        json::check_member_names(bytes).map_err(|e| descriptor_error(format!("not valid descriptor JSON: {e}")))?;
+        let d = serde_json::from_slice(bytes).map_err(|e| descriptor_error(format!("not valid descriptor JSON: {e}")))?;
+        Ok((d, cost))
+    }
+
+    /// [`DescriptorJson::parse_uncached`], also returning the parse cost.
+    fn parse_costed(bytes: &[u8], memory_limit: u64) -> Result<(Parsed, u64)> {
+        let (d, cost) = DescriptorJson::read_text(bytes, memory_limit)?;
         // Version and features first: a newer file may legitimately fail the
         // checks below, and must then be reported as unsupported, not corrupt.
         if d.format != "vds" {
@@ -1041,7 +1073,7 @@ impl DescriptorJson {
         }
         let read_only = d.features.ro_compat.iter().any(|f| !KNOWN_FEATURES.contains(&f.as_str()));
         let (axes, vars) = d.validate(ErrorKind::Corrupt)?;
-        Ok((d, axes, vars, read_only))
+        Ok(((d, axes, vars, read_only), cost))
     }
 
     /// Checks every structural rule of SPEC.md section 3 and derives the typed
@@ -1056,16 +1088,26 @@ impl DescriptorJson {
         })
     }
 
+    /// Every limit on a count is checked before the list it bounds is
+    /// walked, and names are checked for uniqueness with sets, so that the
+    /// work is linear in the descriptor's size.
     fn check_rules(&self, from_file: bool) -> std::result::Result<(Vec<Axis>, Vec<Variable>), Rule> {
+        features::check_listed(self)?;
         if self.axes.is_empty() || self.axes.len() > MAX_DIMS {
             return Err(format!("a dataset has 1 to {MAX_DIMS} axes, found {}", self.axes.len()).into());
         }
+        if self.variables.is_empty() || self.variables.len() > MAX_VARIABLES {
+            return Err(format!("a dataset has 1 to {MAX_VARIABLES} variables, found {}", self.variables.len()).into());
+        }
+        if self.slots.len() > MAX_SLOTS {
+            return Err(format!("at most {MAX_SLOTS} external-file slots, found {}", self.slots.len()).into());
+        }
         let mut axes = Vec::with_capacity(self.axes.len());
-        for (i, a) in self.axes.iter().enumerate() {
+        if let Some(name) = first_repeated(self.axes.iter().map(|a| a.name.as_str())) {
+            return Err(format!("axis name {name:?} is used twice").into());
+        }
+        for a in &self.axes {
             check_name("axis", &a.name)?;
-            if self.axes[..i].iter().any(|b| b.name == a.name) {
-                return Err(format!("axis name {:?} is used twice", a.name).into());
-            }
             if a.samples == 0 || a.samples > MAX_SAMPLES {
                 return Err(format!("axis {:?} has {} samples", a.name, a.samples).into());
             }
@@ -1090,16 +1132,13 @@ impl DescriptorJson {
                 max_samples: a.max_samples,
             });
         }
-        if self.variables.is_empty() || self.variables.len() > MAX_VARIABLES {
-            return Err(format!("a dataset has 1 to {MAX_VARIABLES} variables, found {}", self.variables.len()).into());
-        }
         let mut vars = Vec::with_capacity(self.variables.len());
         let mut stored_layers = 0usize;
+        if let Some(name) = first_repeated(self.variables.iter().map(|v| v.name.as_str())) {
+            return Err(format!("variable name {name:?} is used twice").into());
+        }
         for (i, v) in self.variables.iter().enumerate() {
             check_name("variable", &v.name)?;
-            if self.variables[..i].iter().any(|w| w.name == v.name) {
-                return Err(format!("variable name {:?} is used twice", v.name).into());
-            }
             let dtype = DType::from_name(&v.dtype).map_err(|e| Rule::Unsupported(e.context(format!("variable {:?}", v.name))))?;
             if v.axes.is_empty() || v.axes.len() != v.chunk.len() {
                 return Err(format!("variable {:?} must name 1 or more axes and give a chunk extent for each", v.name).into());
@@ -1268,7 +1307,10 @@ impl DescriptorJson {
             }
             vars.push(var);
         }
-        for (i, s) in self.slots.iter().enumerate() {
+        if let Some(name) = first_repeated(self.slots.iter().map(|s| s.name.as_str())) {
+            return Err(format!("external-file slot {name:?} is listed twice").into());
+        }
+        for s in &self.slots {
             // A builder's names must be confined; a file's are checked when a
             // slot is opened, where the caller may allow more (SPEC.md 8).
             if from_file {
@@ -1276,33 +1318,27 @@ impl DescriptorJson {
             } else {
                 check_slot_name(&s.name)?;
             }
-            if self.slots[..i].iter().any(|t| t.name == s.name) {
-                return Err(format!("external-file slot {:?} is listed twice", s.name).into());
-            }
             if let Some(id) = &s.id {
-                if id.len() != 16 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return Err(format!("external-file slot {:?}: id {id:?} is not 16 hex digits", s.name).into());
+                if id.len() != 16 || !id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+                    return Err(format!("external-file slot {:?}: id {id:?} is not 16 lowercase hex digits", s.name).into());
                 }
             }
             if s.id.is_none() && s.length.is_some() {
                 return Err(format!("external-file slot {:?} has a length but no id", s.name).into());
             }
         }
-        if self.slots.len() > usize::from(u16::MAX) {
-            return Err(format!("at most {} external-file slots, found {}", u16::MAX, self.slots.len()).into());
-        }
         Ok((axes, vars))
     }
 
     /// Checks that the serialized descriptor is one a reader accepts: at most
-    /// MAX_DESCRIPTOR_BYTES, and parseable (serde_json refuses nesting deeper than 128).
-    pub(crate) fn check_writable(&self) -> std::result::Result<Vec<u8>, String> {
+    /// MAX_DESCRIPTOR_BYTES, within the JSON rules (attributes nested at most
+    /// 127 deep, among others), and parseable within `memory_limit`.
+    pub(crate) fn check_writable(&self, memory_limit: u64) -> std::result::Result<Vec<u8>, String> {
         let bytes = self.to_bytes();
         if bytes.len() as u64 > MAX_DESCRIPTOR_BYTES {
             return Err(format!("the descriptor would be {} bytes, more than the limit of {MAX_DESCRIPTOR_BYTES}", bytes.len()));
         }
-        serde_json::from_slice::<DescriptorJson>(&bytes)
-            .map_err(|e| format!("the descriptor would not read back ({e}); are attributes nested too deeply?"))?;
+        DescriptorJson::read_text(&bytes, memory_limit).map_err(|e| format!("the descriptor would not read back: {}", e.message()))?;
         Ok(bytes)
     }
 
@@ -1361,16 +1397,76 @@ mod tests {
         for round in 0..3 {
             for n in (2..9).chain([3, 2, 8]) {
                 let bytes = desc(n).into_bytes();
-                let parsed = DescriptorJson::parse(&bytes).unwrap();
+                let parsed = DescriptorJson::parse(&bytes, u64::MAX).unwrap();
                 assert_eq!(parsed.1[0].samples, n, "round {round}");
-                assert_eq!(shown(&parsed), shown(&DescriptorJson::parse_uncached(&bytes).unwrap()));
+                assert_eq!(shown(&parsed), shown(&DescriptorJson::parse_uncached(&bytes, u64::MAX).unwrap()));
             }
         }
         // Damage to a remembered descriptor is seen: the bytes differ.
         let mut bad = desc(3).into_bytes();
         let at = bad.len() - 3;
         bad[at] = b'x';
-        assert_eq!(DescriptorJson::parse(&bad).unwrap_err().kind(), ErrorKind::Corrupt);
+        assert_eq!(DescriptorJson::parse(&bad, u64::MAX).unwrap_err().kind(), ErrorKind::Corrupt);
+    }
+
+    /// A name that counts how often it is compared for equality.
+    #[derive(Clone, Copy)]
+    struct Counted<'a>(u32, &'a std::cell::Cell<u64>);
+    impl std::hash::Hash for Counted<'_> {
+        fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+            self.0.hash(h);
+        }
+    }
+    impl PartialEq for Counted<'_> {
+        fn eq(&self, other: &Self) -> bool {
+            self.1.set(self.1.get() + 1);
+            self.0 == other.0
+        }
+    }
+    impl Eq for Counted<'_> {}
+
+    /// Uniqueness of 65535 names takes about one comparison per name, not
+    /// one per pair (2 * 10^9 when each name was compared with every earlier one).
+    #[test]
+    fn repeated_names_are_found_with_linear_work() {
+        let compared = std::cell::Cell::new(0);
+        let names: Vec<Counted<'_>> = (0..65_535).map(|i| Counted(i, &compared)).collect();
+        assert!(first_repeated(names.iter().copied()).is_none());
+        assert!(compared.get() <= 65_535, "{} comparisons for 65535 names", compared.get());
+        let again = names.iter().copied().chain([Counted(40_000, &compared)]);
+        assert_eq!(first_repeated(again).map(|c| c.0), Some(40_000));
+    }
+
+    fn descriptor_with(variables: &[String], slots: &[String]) -> Vec<u8> {
+        format!(
+            r#"{{"format":"vds","version":[1,3],"axes":[{{"name":"x","samples":3,"first":0,"last":2}}],"variables":[{}],"slots":[{}]}}"#,
+            variables.join(","),
+            slots.join(",")
+        )
+        .into_bytes()
+    }
+
+    fn variable(name: &str) -> String {
+        format!(r#"{{"name":"{name}","dtype":"int8","axes":["x"],"chunk":[2],"fill":0,"codec":{{"id":"none"}}}}"#)
+    }
+
+    /// The largest legal name lists open; one more is refused by its count
+    /// before any name is looked at, whatever the names are.
+    #[test]
+    fn name_counts_are_checked_before_names() {
+        let slots: Vec<String> = (0..65_535).map(|i| format!(r#"{{"name":"s{i}"}}"#)).collect();
+        let (_, _, vars, _) = DescriptorJson::parse_uncached(&descriptor_with(&[variable("v")], &slots), u64::MAX).unwrap();
+        assert_eq!(vars.len(), 1);
+        let names: Vec<String> = (0..65_535).map(|i| variable(&format!("v{i}"))).collect();
+        let (_, _, vars, _) = DescriptorJson::parse_uncached(&descriptor_with(&names, &[]), u64::MAX).unwrap();
+        assert_eq!(vars.len(), 65_535);
+
+        let same = vec![r#"{"name":"s"}"#.to_string(); 65_536];
+        let e = DescriptorJson::parse_uncached(&descriptor_with(&[variable("v")], &same), u64::MAX).unwrap_err();
+        assert!(e.message().contains("at most 65535 external-file slots, found 65536"), "{e}");
+        let same = vec![variable("v"); 65_536];
+        let e = DescriptorJson::parse_uncached(&descriptor_with(&same, &[]), u64::MAX).unwrap_err();
+        assert!(e.message().contains("1 to 65535 variables, found 65536"), "{e}");
     }
 
     #[test]

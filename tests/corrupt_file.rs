@@ -182,7 +182,10 @@ fn newer_versions_and_unknown_features_are_named() {
     rewrite_descriptor(&mut b, |d| d["variables"][0]["codec"] = json!({"id": "lz4", "level": 3}));
     check(&b, ErrorKind::UnsupportedFeature, "unknown codec \"lz4\"");
     let mut b = orig.clone();
-    rewrite_descriptor(&mut b, |d| d["variables"][0]["codec"] = json!({"id": "zstd", "level": 0}));
+    rewrite_descriptor(&mut b, |d| {
+        d["features"]["incompat"] = json!(["zstd"]);
+        d["variables"][0]["codec"] = json!({"id": "zstd", "level": 0});
+    });
     check(&b, ErrorKind::Corrupt, "zstd needs \"level\" 1..=22, found Some(0)");
     let mut b = orig.clone();
     rewrite_descriptor(&mut b, |d| d["variables"][0]["dtype"] = json!("complex64"));

@@ -38,6 +38,23 @@ fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     out.push(("descriptor", "golden".into(), desc.clone().into_bytes()));
     out.push(("descriptor", "minimal".into(), br#"{"format":"vds","version":[1,0],"axes":[{"name":"x","samples":3,"first":0,"last":2}],"variables":[{"name":"v","dtype":"int8","axes":["x"],"chunk":[2],"fill":0,"codec":{"id":"none"}}]}"#.to_vec()));
     out.push(("descriptor", "features".into(), desc.replace("\"incompat\":[]", "\"incompat\":[\"x\"]").into_bytes()));
+    // Descriptor size and name counts (SPEC.md 3): many names, the deepest
+    // nesting allowed and one level more, and a long array within the limits.
+    let minimal = |vars: &str, slots: &str, attrs: &str| {
+        format!(
+            r#"{{"format":"vds","version":[1,3],"axes":[{{"name":"x","samples":3,"first":0,"last":2}}],"variables":[{vars}],"slots":[{slots}],"attributes":{attrs}}}"#
+        )
+        .into_bytes()
+    };
+    let var = |i: usize| format!(r#"{{"name":"v{i}","dtype":"int8","axes":["x"],"chunk":[2],"fill":0,"codec":{{"id":"none"}}}}"#);
+    let vars = (0..1000).map(var).collect::<Vec<_>>().join(",");
+    out.push(("descriptor", "many-variables".into(), minimal(&vars, "", "{}")));
+    let slots = (0..4000).map(|i| format!(r#"{{"name":"s{i}"}}"#)).collect::<Vec<_>>().join(",");
+    out.push(("descriptor", "many-slots".into(), minimal(&var(0), &slots, "{}")));
+    for (name, depth) in [("nesting-127", 125), ("nesting-128", 126)] {
+        out.push(("descriptor", name.into(), minimal(&var(0), "", &format!(r#"{{"a":{}{}}}"#, "[".repeat(depth), "]".repeat(depth)))));
+    }
+    out.push(("descriptor", "long-array".into(), minimal(&var(0), "", &format!(r#"{{"z":[{}]}}"#, vec!["0"; 50_000].join(",")))));
     // The index pages of the golden file: the newest slot's root.
     let head = nl2 + 1;
     let seq = |at: usize| u64::from_le_bytes(golden[at + 16..at + 24].try_into().unwrap());

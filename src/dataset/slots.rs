@@ -29,7 +29,7 @@ pub(crate) fn slot_header(id: u64, kind: u32) -> [u8; SLOT_HEADER as usize] {
     h
 }
 
-/// Parses a slot file's header: its id and kind, or what is wrong with it.
+/// Parses a slot file's header: its id and kind (0 or 1), or what is wrong with it.
 pub(crate) fn parse_slot_header(h: &[u8]) -> std::result::Result<(u64, u32), String> {
     if h.len() < SLOT_HEADER as usize || &h[..8] != SLOT_MAGIC {
         return Err("the file does not start with a slot header (\"VDSXSLOT\")".into());
@@ -38,7 +38,13 @@ pub(crate) fn parse_slot_header(h: &[u8]) -> std::result::Result<(u64, u32), Str
     if get_u32(h, 28) != crc {
         return Err(format!("slot header CRC32 mismatch (stored {:#010x}, computed {crc:#010x})", get_u32(h, 28)));
     }
-    Ok((get_u64(h, 8), get_u32(h, 16)))
+    // A merged fragment stays a slot with its kind 1 header (section 11).
+    // Bytes 20..28 are reserved: written as 0, never checked (SPEC.md 0).
+    let kind = get_u32(h, 16);
+    if kind != KIND_SLOT && kind != KIND_FRAGMENT {
+        return Err(format!("slot header kind {kind} (expected 0, a slot, or 1, a fragment)"));
+    }
+    Ok((get_u64(h, 8), kind))
 }
 
 /// The `"id"` member of a slot: 16 lowercase hex digits.

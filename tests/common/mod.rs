@@ -121,6 +121,31 @@ pub fn crc32(data: &[u8]) -> u32 {
     !crc
 }
 
+/// A container (SPEC.md 1 and 4) whose only commit, commit 1, holds `desc`
+/// in the head and an empty index: any descriptor text, as a second reader
+/// would meet it.
+pub fn container_with_descriptor(desc: &[u8]) -> Vec<u8> {
+    let h = (8 + 2 * desc.len() + 1024).div_ceil(4096) * 4096;
+    let mut f = b"VDS 1.3\n".to_vec();
+    f.extend_from_slice(desc);
+    f.resize(h - 1, b' ');
+    f.push(b'\n');
+    f.resize(h + 512, 0);
+    let mut slot = [0u8; 512];
+    slot[..8].copy_from_slice(b"VDSCOMIT");
+    slot[8..10].copy_from_slice(&1u16.to_le_bytes());
+    slot[10..12].copy_from_slice(&3u16.to_le_bytes());
+    slot[12..16].copy_from_slice(&4096u32.to_le_bytes());
+    for (at, v) in [(16, 1u64), (24, h as u64), (32, h as u64 + 1024), (40, 8), (48, desc.len() as u64)] {
+        slot[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    slot[56..60].copy_from_slice(&crc32(desc).to_le_bytes());
+    let crc = crc32(&slot[..508]);
+    slot[508..].copy_from_slice(&crc.to_le_bytes());
+    f.extend_from_slice(&slot);
+    f
+}
+
 /// The head length of a container: one past its second newline.
 pub fn head_len(bytes: &[u8]) -> usize {
     let first = bytes.iter().position(|&b| b == b'\n').unwrap();

@@ -1,0 +1,116 @@
+//! Feature flags (SPEC.md 3.4): the names this library knows, the list each
+//! belongs in, and the rule that a file lists every feature it uses.
+//!
+//! A file that uses a feature without listing it would be misread, or
+//! damaged, by a reader or writer that does not know the feature, without
+//! any warning; so would one that lists a known name in a weaker list. Both
+//! are refused as invalid descriptors.
+
+use super::{DescriptorJson, VariableJson};
+
+/// A variable's codec is zstd (incompatible: a reader that does not know it
+/// cannot decode the chunks; format 1.3).
+pub(crate) const FEATURE_ZSTD: &str = "zstd";
+/// A variable keeps a missing-value bitmask (read-only compatible: a writer
+/// that does not know it would leave the mask stale).
+pub(crate) const FEATURE_MASK: &str = "missing_mask";
+/// Bricks carry margins (incompatible: a reader that does not know them
+/// would misplace every sample).
+pub(crate) const FEATURE_MARGINS: &str = "margins";
+/// A variable declares a no-value marker (compatible: to a reader that does
+/// not know it, the marker is an ordinary value).
+pub(crate) const FEATURE_NO_VALUE: &str = "no_value";
+/// A variable's chunks hold quantized integers (incompatible: a reader that
+/// does not know it would misread them).
+pub(crate) const FEATURE_QUANTIZATION: &str = "quantization";
+/// Stored entries record the XXH64 of their bytes (compatible: a reader
+/// that does not know it ignores the field, as 1.0 readers do).
+pub(crate) const FEATURE_CHUNK_HASHES: &str = "chunk_hashes";
+/// A variable has levels of detail (read-only compatible: a reader that does
+/// not know them reads level 0, but must not write, or the levels go stale).
+pub(crate) const FEATURE_LOD: &str = "levels_of_detail";
+/// A variable is stored in more than one partitioning (read-only
+/// compatible, for the same reason).
+pub(crate) const FEATURE_PARTITIONINGS: &str = "partitionings";
+
+/// Feature names this build knows (SPEC.md section 3.4).
+/// `zstd` only in builds with the cargo feature of that name.
+pub(crate) const KNOWN_FEATURES: &[&str] = &[
+    FEATURE_LOD,
+    FEATURE_PARTITIONINGS,
+    FEATURE_CHUNK_HASHES,
+    FEATURE_NO_VALUE,
+    FEATURE_QUANTIZATION,
+    FEATURE_MASK,
+    FEATURE_MARGINS,
+    #[cfg(feature = "zstd")]
+    FEATURE_ZSTD,
+];
+
+/// The three lists of `features`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum List {
+    Compat,
+    RoCompat,
+    Incompat,
+}
+
+impl List {
+    fn name(self) -> &'static str {
+        match self {
+            List::Compat => "compat",
+            List::RoCompat => "ro_compat",
+            List::Incompat => "incompat",
+        }
+    }
+}
+
+/// Whether a variable uses a feature.
+type Uses = fn(&VariableJson) -> bool;
+
+/// Every feature the format defines (in every build), with its list and
+/// what uses it.
+const DEFINED: [(&str, List, Uses); 7] = [
+    (FEATURE_NO_VALUE, List::Compat, |v| v.no_value.is_some()),
+    (FEATURE_LOD, List::RoCompat, |v| v.lod.is_some()),
+    (FEATURE_PARTITIONINGS, List::RoCompat, |v| !v.partitionings.is_empty()),
+    (FEATURE_MASK, List::RoCompat, |v| v.mask),
+    (FEATURE_QUANTIZATION, List::Incompat, |v| v.quantization.is_some()),
+    (FEATURE_MARGINS, List::Incompat, |v| v.margin.is_some_and(|m| m != [0, 0])),
+    (FEATURE_ZSTD, List::Incompat, |v| v.codec.id == "zstd"),
+];
+
+/// Checks that every feature name the format defines appears only in its
+/// own list, and that every feature a variable uses is listed. Linear in
+/// the descriptor: each listed name is compared with the few defined ones.
+pub(crate) fn check_listed(d: &DescriptorJson) -> Result<(), String> {
+    let f = &d.features;
+    let lists = [(List::Compat, &f.compat), (List::RoCompat, &f.ro_compat), (List::Incompat, &f.incompat)];
+    // `chunk_hashes` is used by index entries, not by the descriptor.
+    let defined = DEFINED.iter().map(|&(name, list, _)| (name, list)).chain([(FEATURE_CHUNK_HASHES, List::Compat)]);
+    let mut listed = [false; DEFINED.len()];
+    for (name, own) in defined {
+        for (list, names) in lists {
+            if names.iter().any(|n| n == name) {
+                if list != own {
+                    return Err(format!("feature {name:?} is listed in \"{}\"; it belongs in \"{}\"", list.name(), own.name()));
+                }
+                if let Some(k) = DEFINED.iter().position(|&(n, _, _)| n == name) {
+                    listed[k] = true;
+                }
+            }
+        }
+    }
+    for v in &d.variables {
+        for (k, &(name, list, uses)) in DEFINED.iter().enumerate() {
+            if !listed[k] && uses(v) {
+                return Err(format!(
+                    "variable {:?} uses the feature {name:?}, which \"features\".\"{}\" does not list",
+                    v.name,
+                    list.name()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
