@@ -51,7 +51,7 @@ __version__ = _vds.__version__
 FORMAT_VERSION = tuple(_vds.FORMAT_VERSION)
 
 __all__ = [
-    "open", "create", "fragment", "recover", "Dataset", "Variable", "Axis", "Attributes", "errors",
+    "open", "create", "fragment", "recover", "from_xarray", "Dataset", "Variable", "Axis", "Attributes", "errors",
     "VdsError", "InvalidArgumentError", "NotFoundError", "AlreadyExistsError", "CorruptFileError", "VdsIOError",
     "UnsupportedError", "TypeMismatchError", "OutOfRangeError", "ReadOnlyError", "LockedError", "OutOfMemoryError",
     "PoisonedError", "ClosedError", "InternalError", "DEFAULT_MEMORY_LIMIT", "FORMAT_VERSION",
@@ -92,6 +92,20 @@ def fragment(path, name):
     """
     core = _vds.create_fragment(os.fspath(path), name)
     return Dataset(core, path, "fragment", {})
+
+
+def from_xarray(dataset, path, chunks=None, codec="zstd", overwrite=False, sync=True):
+    """Writes an xarray Dataset (so any netCDF, HDF5, GRIB or Zarr file xarray opens) to a new container.
+
+    Dimensions become axes, with evenly spaced float coordinates as the
+    axes' first and last values and other coordinates kept as variables;
+    data variables keep their dtype, ``units`` and attributes. ``chunks``: a
+    dict from dimension to chunk size, one size, or None (the variables'
+    own chunking). ``codec`` as in :func:`create`. Needs xarray. Returns ``path``.
+    """
+    from .xarray_backend import from_xarray as write
+
+    return write(dataset, path, chunks=chunks, codec=codec, overwrite=overwrite, sync=sync)
 
 
 def recover(path):
