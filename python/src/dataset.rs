@@ -72,23 +72,28 @@ fn bad_array<'py, E: std::fmt::Display>(py: Python<'py>, what: &'static str) -> 
 }
 
 /// Calls `$f::<T>(args)` with `T` the element type of the NumPy array
-/// `$arr`, for the eleven types libvds stores.
+/// `$arr`, for the eleven types libvds stores. Dispatches on the dtype's
+/// kind and size (one comparison each, not one dtype object per type); the
+/// cast to `PyArrayDyn<T>` in `$f` then checks the dtype exactly, byte order included.
 macro_rules! by_dtype {
     ($py:expr, $arr:expr, $f:ident($($a:expr),*)) => {{
         let dt = $arr.dtype();
-        if dt.is_equiv_to(&numpy::dtype::<f32>($py)) { $f::<f32>($($a),*) }
-        else if dt.is_equiv_to(&numpy::dtype::<f64>($py)) { $f::<f64>($($a),*) }
-        else if dt.is_equiv_to(&numpy::dtype::<i8>($py)) { $f::<i8>($($a),*) }
-        else if dt.is_equiv_to(&numpy::dtype::<i16>($py)) { $f::<i16>($($a),*) }
-        else if dt.is_equiv_to(&numpy::dtype::<i32>($py)) { $f::<i32>($($a),*) }
-        else if dt.is_equiv_to(&numpy::dtype::<i64>($py)) { $f::<i64>($($a),*) }
-        else if dt.is_equiv_to(&numpy::dtype::<u8>($py)) { $f::<u8>($($a),*) }
-        else if dt.is_equiv_to(&numpy::dtype::<u16>($py)) { $f::<u16>($($a),*) }
-        else if dt.is_equiv_to(&numpy::dtype::<u32>($py)) { $f::<u32>($($a),*) }
-        else if dt.is_equiv_to(&numpy::dtype::<u64>($py)) { $f::<u64>($($a),*) }
-        else if dt.is_equiv_to(&numpy::dtype::<bool>($py)) { $f::<bool>($($a),*) }
-        else {
-            Err(to_py($py, Failure::Refused("TypeMismatch", format!("arrays of {} cannot be stored (native-order integers, floats and bool only)", dt))))
+        match (dt.kind(), dt.itemsize()) {
+            (b'f', 4) => $f::<f32>($($a),*),
+            (b'f', 8) => $f::<f64>($($a),*),
+            (b'i', 1) => $f::<i8>($($a),*),
+            (b'i', 2) => $f::<i16>($($a),*),
+            (b'i', 4) => $f::<i32>($($a),*),
+            (b'i', 8) => $f::<i64>($($a),*),
+            (b'u', 1) => $f::<u8>($($a),*),
+            (b'u', 2) => $f::<u16>($($a),*),
+            (b'u', 4) => $f::<u32>($($a),*),
+            (b'u', 8) => $f::<u64>($($a),*),
+            (b'b', 1) => $f::<bool>($($a),*),
+            _ => Err(to_py(
+                $py,
+                Failure::Refused("TypeMismatch", format!("arrays of {dt} cannot be stored (native-order integers, floats and bool only)")),
+            )),
         }
     }};
 }
@@ -213,6 +218,9 @@ fn variable_dict<'py>(py: Python<'py>, v: &vds::Variable) -> PyResult<Bound<'py,
 fn json_text(v: &serde_json::Map<String, serde_json::Value>) -> String {
     serde_json::Value::Object(v.clone()).to_string()
 }
+
+/// What reads need of a variable: its name, dtype name, and the shape of each level of detail.
+type Layout = (String, &'static str, Vec<Vec<u64>>);
 
 /// What a merge did: fragments merged, (fragment, reason) skipped, chunks adopted.
 type Merged = (Vec<String>, Vec<(String, String)>, u64);
@@ -371,6 +379,16 @@ impl Dataset {
             list.append(d)?;
         }
         Ok(list)
+    }
+
+    /// What reads need of every variable, cheaply: a list of (name, dtype name, shapes of its levels of detail).
+    fn layout(&self, py: Python<'_>) -> PyResult<Vec<Layout>> {
+        self.with(py, |d| {
+            Ok(d.variables()
+                .iter()
+                .map(|v| (v.name().to_owned(), v.dtype().name(), (0..v.levels_of_detail()).filter_map(|k| v.lod_shape(k)).collect()))
+                .collect())
+        })
     }
 
     /// The variables, as a list of dicts (name, dtype, axes, shape, chunks, codec, ...).

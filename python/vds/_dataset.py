@@ -15,6 +15,10 @@ from .errors import InvalidArgumentError, OutOfMemoryError, OutOfRangeError, Rea
 #: The default memory limit of a dataset (as libvds's): no read or write allocates more.
 DEFAULT_MEMORY_LIMIT = 1 << 30
 
+# NumPy dtypes by libvds type name, made once: np.dtype(name) costs microseconds per call.
+_DTYPES = {n: np.dtype(n) for n in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                                    "float32", "float64", "bool")}
+
 
 def _json(value):
     """JSON text of an attribute value; NumPy scalars and arrays become numbers and lists."""
@@ -135,11 +139,30 @@ class Dataset(Mapping):
     # --- what is inside -------------------------------------------------------------
 
     def _vars(self):
+        """(per variable: (NumPy dtype, shapes of its levels of detail); name -> index), fetched
+        once and kept until a change of shapes. Only what reads need: opening a file and reading
+        it stays cheap; the rest (`_info`, `_axes`) is fetched on first use."""
         if self._meta is None:
-            vars_ = self._core.variables()
-            axes = [Axis(a) for a in self._core.axes()]
-            self._meta = (vars_, axes, {v["name"]: i for i, v in enumerate(vars_)})
+            layout = self._core.layout()
+            self._meta = ([(_DTYPES[dt], [tuple(s) for s in lods]) for _, dt, lods in layout],
+                          {name: i for i, (name, _, _) in enumerate(layout)}, None, None)
         return self._meta
+
+    def _info(self, index):
+        """The full description of variable ``index`` (a dict), fetched on first use."""
+        fast, names, infos, axes = self._vars()
+        if infos is None:
+            infos = self._core.variables()
+            self._meta = (fast, names, infos, axes)
+        return infos[index]
+
+    def _axes(self):
+        """The Axis objects, fetched on first use (opening and reading need none)."""
+        fast, names, infos, axes = self._vars()
+        if axes is None:
+            axes = [Axis(a) for a in self._core.axes()]
+            self._meta = (fast, names, infos, axes)
+        return axes
 
     def _changed(self):
         """Forgets the cached metadata after a change of shapes or variables."""
@@ -168,7 +191,7 @@ class Dataset(Mapping):
     @property
     def axes(self):
         """The dataset's axes, as a dict from name to :class:`Axis`, in order."""
-        return {a.name: a for a in self._vars()[1]}
+        return {a.name: a for a in self._axes()}
 
     @property
     def attrs(self):
@@ -190,13 +213,13 @@ class Dataset(Mapping):
         return json.loads(self._core.descriptor_json())
 
     def __getitem__(self, name):
-        index = self._vars()[2].get(name)
+        index = self._vars()[1].get(name)
         if index is None:
-            raise KeyError(f"no variable {name!r} in {self._path} (variables: {', '.join(self._vars()[2]) or 'none'})")
+            raise KeyError(f"no variable {name!r} in {self._path} (variables: {', '.join(self._vars()[1]) or 'none'})")
         return Variable(self, index, name)
 
     def __iter__(self):
-        return iter(self._vars()[2])
+        return iter(self._vars()[1])
 
     def __len__(self):
         return len(self._vars()[0])
@@ -204,7 +227,7 @@ class Dataset(Mapping):
     def __repr__(self):
         if self.closed:
             return f"<vds.Dataset {self._path!r} (closed)>"
-        axes = ", ".join(f"{a.name}={a.size}" for a in self._vars()[1])
+        axes = ", ".join(f"{a.name}={a.size}" for a in self._axes())
         return f"<vds.Dataset {self._path!r} mode {self._mode!r}: axes {axes}; variables {', '.join(self)}>"
 
     # --- changes --------------------------------------------------------------------
@@ -319,7 +342,7 @@ class Variable:
         self._lod = lod
 
     def _info(self):
-        return self._ds._vars()[0][self._index]
+        return self._ds._info(self._index)
 
     @property
     def name(self):
@@ -334,17 +357,17 @@ class Variable:
     @property
     def dtype(self):
         """The NumPy dtype of its values (for a quantized variable, the values', not the stored integers')."""
-        return np.dtype(self._info()["dtype"])
+        return self._ds._vars()[0][self._index][0]
 
     @property
     def shape(self):
         """The extent along each axis (at this level of detail)."""
-        return tuple(self._info()["lod_shapes"][self._lod])
+        return self._ds._vars()[0][self._index][1][self._lod]
 
     @property
     def ndim(self):
         """The number of axes."""
-        return len(self._info()["shape"])
+        return len(self.shape)
 
     @property
     def size(self):
@@ -367,13 +390,13 @@ class Variable:
     @property
     def dims(self):
         """The names of its axes, slowest first."""
-        axes = self._ds._vars()[1]
+        axes = self._ds._axes()
         return tuple(axes[i].name for i in self._info()["axes"])
 
     @property
     def axes(self):
         """Its axes, a dict from name to :class:`Axis` (``axes[name].values`` are the coordinates)."""
-        axes = self._ds._vars()[1]
+        axes = self._ds._axes()
         return {axes[i].name: axes[i] for i in self._info()["axes"]}
 
     @property
@@ -405,7 +428,7 @@ class Variable:
     @property
     def levels(self):
         """The number of levels of detail (1: level 0 only)."""
-        return len(self._info()["lod_shapes"])
+        return len(self._ds._vars()[0][self._index][1])
 
     @property
     def partitionings(self):
@@ -444,15 +467,16 @@ class Variable:
     def _read(self, key, order, dtype):
         if order not in ("C", "F"):
             raise InvalidArgumentError(f"order must be 'C' or 'F', not {order!r}")
-        sel = select(key, self.shape)
-        self._ds._check_alloc(math.prod(sel.count) * dtype.itemsize)
+        ds = self._ds
+        sel = select(key, ds._vars()[0][self._index][1][self._lod])
+        ds._check_alloc(math.prod(sel.count) * dtype.itemsize)
         box = np.empty(sel.count, dtype=dtype, order=order)
         if not sel.empty:
-            self._ds._core.read(self._index, self._lod, sel.start, sel.step, box)
+            ds._core.read(self._index, self._lod, sel.start, sel.step, box)
         return sel.finish(box, order)
 
     def __getitem__(self, key):
-        return self._read(key, "C", self.dtype)
+        return self._read(key, "C", self._ds._vars()[0][self._index][0])
 
     def read(self, key=(), order="C"):
         """Reads ``self[key]`` (everything by default) into a new array in ``order``: ``"C"`` or ``"F"`` (Fortran)."""

@@ -51,6 +51,22 @@ class Selection:
         return np.flip(v, axis=self.flip) if self.flip else v
 
 
+def _expand(key, ndim):
+    """``key`` with its Ellipsis (or missing trailing axes) replaced by whole slices; and whether
+    NumPy would give a scalar (only integers, one per axis)."""
+    ellipses = sum(1 for k in key if k is Ellipsis)
+    if ellipses > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    real = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if real > ndim:
+        raise IndexError(f"too many indices for array: array is {ndim}-dimensional, but {real} were indexed")
+    fill = (slice(None),) * (ndim - real)
+    if ellipses:
+        i = next(i for i, k in enumerate(key) if k is Ellipsis)
+        return key[:i] + fill + key[i + 1:], False
+    return key + fill, real == ndim and len(key) == ndim
+
+
 def select(key, shape):
     """The Selection of NumPy basic index `key` on an array of `shape`.
 
@@ -60,19 +76,10 @@ def select(key, shape):
     if not isinstance(key, tuple):
         key = (key,)
     ndim = len(shape)
-    ellipses = sum(1 for k in key if k is Ellipsis)
-    if ellipses > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    real = sum(1 for k in key if k is not None and k is not Ellipsis)
-    if real > ndim:
-        raise IndexError(f"too many indices for array: array is {ndim}-dimensional, but {real} were indexed")
-    scalar = real == ndim and len(key) == ndim
-    fill = (slice(None),) * (ndim - real)
-    if ellipses:
-        i = next(i for i, k in enumerate(key) if k is Ellipsis)
-        key = key[:i] + fill + key[i + 1:]
-    else:
-        key = key + fill
+    # Scalar until a slice, an Ellipsis or a newaxis says otherwise (as NumPy).
+    scalar = True
+    if len(key) != ndim or any(k is None or k is Ellipsis for k in key):
+        key, scalar = _expand(key, ndim)
     start, count, step, flip, out = [], [], [], [], []
     d = 0
     for k in key:
