@@ -316,3 +316,29 @@ def test_errors_raise_the_right_exception(tmp_path, rng):
         with vds.open(bad) as r:
             r["amp"][...]
     assert e.value.offset is not None and "corrupt" in str(e.value)
+
+
+def test_read_into_a_callers_array(tmp_path, rng):
+    ds, ref = volume(tmp_path, rng)
+    v = ds["amp"]
+    out = np.zeros((20, 12, 10), np.float32)
+    assert v.read(out=out) is out
+    np.testing.assert_array_equal(out, ref)
+    for key, order in [((slice(2, 9), 3), "C"), ((slice(None, None, -2), slice(1, None, 3)), "F"), ((4, 5, 6), "C"),
+                       ((None, 1, ..., slice(8, 1, -3)), "F")]:
+        want = ref[key]
+        buf = np.full(np.shape(want), -1, np.float32, order=order)
+        got = v.read(key, out=buf)
+        assert got is buf
+        np.testing.assert_array_equal(buf, want)
+    strided = np.zeros((20, 24, 10), np.float32)[:, ::2]  # not contiguous: filled through a copy
+    v.read(out=strided)
+    np.testing.assert_array_equal(strided, ref)
+    for bad in [np.zeros((20, 12), np.float32), np.zeros((20, 12, 10), np.float64), [0.0]]:
+        with pytest.raises(vds.InvalidArgumentError, match="out is"):
+            v.read(out=bad)
+    frozen = np.zeros((20, 12, 10), np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(vds.InvalidArgumentError, match="read-only"):
+        v.read(out=frozen)
+    ds.close()

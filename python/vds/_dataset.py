@@ -234,7 +234,9 @@ class Dataset(Mapping):
 
     def resize(self, axis, size):
         """Sets the number of samples of the growable ``axis`` (a name); samples added read as the fill value."""
-        self._core.resize_axis(axis, size)
+        if not isinstance(size, (int, np.integer)) or size < 0:
+            raise InvalidArgumentError(f"axis {axis!r}: the new size must be a non-negative integer, not {size!r}")
+        self._core.resize_axis(axis, int(size))
         self._changed()
 
     def commit(self):
@@ -464,11 +466,33 @@ class Variable:
 
     # --- reading --------------------------------------------------------------------
 
-    def _read(self, key, order, dtype):
+    def _read(self, key, order, dtype, out=None):
         if order not in ("C", "F"):
             raise InvalidArgumentError(f"order must be 'C' or 'F', not {order!r}")
+        sel = select(key, self._ds._vars()[0][self._index][1][self._lod])
+        if out is not None:
+            return self._read_into(sel, dtype, out)
+        return self._read_box(sel, dtype, order)
+
+    def _read_into(self, sel, dtype, out):
+        """Reads selection ``sel`` into the caller's array ``out`` (straight into it when it is
+        contiguous and the selection reverses no axis); returns ``out``."""
+        if not isinstance(out, np.ndarray) or out.shape != sel.shape or out.dtype != dtype:
+            got = f"{out.dtype}{list(out.shape)}" if isinstance(out, np.ndarray) else type(out).__name__
+            raise InvalidArgumentError(f"out is {got}; the selection is {dtype}{list(sel.shape)}")
+        if not out.flags.writeable:
+            raise InvalidArgumentError("out is read-only")
+        if sel.empty:
+            return out
+        if not sel.flip and (out.flags.c_contiguous or out.flags.f_contiguous):
+            self._ds._core.read(self._index, self._lod, sel.start, sel.step, out.reshape(sel.count, order="A"))
+        else:
+            out[...] = self._read_box(sel, dtype)
+        return out
+
+    def _read_box(self, sel, dtype, order="C"):
+        """The result of selection ``sel`` in a new array in ``order``."""
         ds = self._ds
-        sel = select(key, ds._vars()[0][self._index][1][self._lod])
         ds._check_alloc(math.prod(sel.count) * dtype.itemsize)
         box = np.empty(sel.count, dtype=dtype, order=order)
         if not sel.empty:
@@ -478,9 +502,14 @@ class Variable:
     def __getitem__(self, key):
         return self._read(key, "C", self._ds._vars()[0][self._index][0])
 
-    def read(self, key=(), order="C"):
-        """Reads ``self[key]`` (everything by default) into a new array in ``order``: ``"C"`` or ``"F"`` (Fortran)."""
-        return self._read(key, order, self.dtype)
+    def read(self, key=(), order="C", out=None):
+        """Reads ``self[key]`` (everything by default) into a new array in ``order``: ``"C"`` or ``"F"`` (Fortran).
+
+        With ``out`` (an array of the selection's shape and the variable's dtype), reads into it
+        instead and returns it: straight into its memory when it is C or Fortran contiguous and
+        no step is negative, so repeated reads reuse one buffer.
+        """
+        return self._read(key, order, self.dtype, out)
 
     def __array__(self, dtype=None, copy=None):
         if copy is False:
@@ -647,9 +676,9 @@ class _StoredView:
     def __setitem__(self, key, value):
         self._var._write(key, value, self.dtype)
 
-    def read(self, key=(), order="C"):
-        """Reads the stored integers of ``var[key]`` in ``order``."""
-        return self._var._read(key, order, self.dtype)
+    def read(self, key=(), order="C", out=None):
+        """Reads the stored integers of ``var[key]`` in ``order`` (or into ``out``, as Variable.read)."""
+        return self._var._read(key, order, self.dtype, out)
 
     @property
     def shape(self):
