@@ -72,7 +72,7 @@ def test_reads_match_numpy(tmp_path, rng, dtype, ndim):
     ds.close()
 
 
-@pytest.mark.parametrize("dtype", ["int16", "uint64", "float32", "float64", "bool"])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("ndim", [1, 2, 3, 4, 5, 6])
 def test_writes_match_numpy(tmp_path, rng, dtype, ndim):
     ds, ref = make(tmp_path, rng, ndim, dtype)
