@@ -1,8 +1,12 @@
 #!/bin/sh
 # Installs what the tests need beyond a Rust toolchain, when it is missing:
 # a C and a C++ compiler, binutils (nm, readelf), pkg-config, valgrind, and
-# a Python virtual environment in target/pyenv with NumPy (for the Python
-# binding's tests) and ds-format (to read the .ds files the vds tool writes).
+# a Python virtual environment in target/pyenv with NumPy and ds-format (to
+# read the .ds files the vds tool writes), maturin (builds the Python
+# package), pytest, and the peers its tests compare with or write through:
+# xarray, Dask with distributed, netCDF4 and h5py. Then the Python package
+# itself (python/), built from these sources, when the venv has none yet;
+# tests/python_binding.rs reinstalls it so that it is always current.
 # Used by .ci/run and by the README's test command.
 set -eu
 cd "$(dirname "$0")/.."
@@ -19,8 +23,16 @@ if [ -n "$missing" ]; then
     # shellcheck disable=SC2086
     $sudo apt-get install -y -qq $missing
 fi
-if ! target/pyenv/bin/python -c "import numpy, ds_format" 2>/dev/null; then
-    echo "creating target/pyenv with numpy and ds-format"
-    python3 -m venv target/pyenv
-    target/pyenv/bin/pip install -q "numpy>=1.24" "ds-format==5.0.2"
+py=target/pyenv/bin/python
+if ! $py -c "import numpy, ds_format, maturin, pytest, xarray, dask.array, distributed, netCDF4, h5py" 2>/dev/null; then
+    echo "creating target/pyenv with numpy, ds-format, maturin, pytest, xarray, dask, netCDF4 and h5py"
+    [ -x $py ] || python3 -m venv target/pyenv
+    target/pyenv/bin/pip install -q "numpy>=1.24" "ds-format==5.0.2" "maturin>=1.9,<2" "pytest>=8" \
+        "xarray>=2024.1" "dask[array]>=2024.1" "distributed>=2024.1" "netCDF4>=1.6" "h5py>=3.8"
+fi
+if ! $py -c "import vds._vds" 2>/dev/null; then
+    echo "building and installing the Python package (python/) into target/pyenv"
+    # No build isolation: maturin comes from the venv (its build hook runs it
+    # from PATH), so nothing is fetched here.
+    PATH="$PWD/target/pyenv/bin:$PATH" target/pyenv/bin/pip install -q --no-build-isolation --no-deps ./python
 fi

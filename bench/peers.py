@@ -4,8 +4,8 @@
     python3 bench/peers.py [--quick] [--suite a,b,c,d] [--dir DIR]
     python3 bench/peers.py --suite b-zstd   # one variant of suite b alone: b-raw, b-deflate or b-zstd
 
-Systems: a plain file (the floor), libvds (through python/vds.py over the
-C ABI), h5py, netCDF4, zarr v3, tensorstore (zarr v3 driver), ds-format,
+Systems: a plain file (the floor), libvds (through its Python package,
+python/, a PyO3 extension), h5py, netCDF4, zarr v3, tensorstore (zarr v3 driver), ds-format,
 blosc2 and TileDB. Every table gives each
 system's median time, throughput and size on disk, its time divided by
 libvds's, and by the floor's. Files are written without fsync by all
@@ -30,7 +30,9 @@ PEERS = ["numpy", "h5py", "hdf5plugin", "netCDF4", "zarr>=3", "ds-format", "blos
 if "--setup" in sys.argv:
     subprocess.check_call([sys.executable, "-m", "venv", VENV])
     subprocess.check_call([os.path.join(VENV, "bin", "pip"), "install", "-q", *PEERS])
-    subprocess.check_call(["cargo", "build", "--release", "--lib", "--manifest-path", os.path.join(ROOT, "Cargo.toml")])
+    # libvds's own Python package, built from these sources (maturin, release profile).
+    subprocess.check_call([os.path.join(VENV, "bin", "pip"), "install", "-q", "--force-reinstall", "--no-deps",
+                           os.path.join(ROOT, "python")])
     sys.exit(0)
 if os.path.realpath(sys.prefix) != os.path.realpath(VENV):
     python = os.path.join(VENV, "bin", "python")
@@ -40,8 +42,6 @@ if os.path.realpath(sys.prefix) != os.path.realpath(VENV):
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.join(ROOT, "python"))
-os.environ.setdefault("VDS_LIBRARY", os.path.join(ROOT, "target", "release", "libvds.so"))
 import vds  # noqa: E402
 
 import ctypes  # noqa: E402
@@ -87,7 +87,7 @@ def rm(path):
 
 DIMS = ["i", "j", "k"]
 
-# A codec is None (uncompressed) or (name, level), name "deflate" or "zstd", as python/vds.py spells it; every
+# A codec is None (uncompressed) or (name, level), name "deflate" or "zstd", as vds.create takes it; every
 # system that can shuffles the bytes first. Each system's `codecs` names those it can write.
 
 
@@ -109,29 +109,27 @@ class Vds:
     codecs = ("deflate", "zstd")
 
     def write(self, path, a, chunks, codec):
-        dims = DIMS[: a.ndim]
-        with vds.create(path, [(d, n) for d, n in zip(dims, a.shape)], [("v", a.dtype.name, dims, list(chunks) if chunks else None, codec)],
-                        overwrite=True, sync=False) as ds:
-            ds.write("v", a)
+        with self.create(path, a.shape, a.dtype, chunks, codec) as ds:
+            ds["v"][...] = a
 
     def read(self, path, dtype, shape):
         with vds.open(path) as ds:
-            return ds.read("v")
+            return ds["v"][...]
 
     def opener(self, path):
         return vds.open(path)
 
     def region(self, h, start, shape):
-        return h.read("v", start=start, shape=shape)
+        return h["v"][tuple(slice(s, s + n) for s, n in zip(start, shape))]
 
     # Suite d: create an empty array, write regions of it, close.
     def create(self, path, shape, dtype, chunks, codec):
         dims = DIMS[: len(shape)]
-        return vds.create(path, [(d, n) for d, n in zip(dims, shape)], [("v", dtype, dims, list(chunks), codec)],
-                          overwrite=True, sync=False)
+        var = {"dtype": dtype, "dims": dims, "chunks": list(chunks) if chunks else None, "codec": codec}
+        return vds.create(path, list(zip(dims, shape)), {"v": var}, overwrite=True, sync=False)
 
     def write_at(self, h, start, a):
-        h.write("v", a, start=start)
+        h["v"][tuple(slice(s, s + n) for s, n in zip(start, a.shape))] = a
         h.commit()  # as the native suite d: each chunk row is committed (without fsync)
 
     def finish(self, h):
@@ -603,7 +601,7 @@ def main():
     from importlib.metadata import version
     print("versions: " + ", ".join(f"{p} {version(p)}" for p in ["numpy", "h5py", "hdf5plugin", "netCDF4", "zarr", "numcodecs",
                                                                    "tensorstore", "ds-format", "blosc2", "tiledb"] if hdf5plugin or p != "hdf5plugin")
-          + f", libvds {vds.version()}")
+          + f", libvds {vds.__version__}")
     suites = {"a": suite_a, "b": lambda o: suite_b(o, B_VARIANTS), "c": suite_c, "d": suite_d}
     suites.update({f"b-{x}": (lambda o, x=x: suite_b(o, [x])) for x in B_VARIANTS})
     for s in o.suite.split(","):

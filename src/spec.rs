@@ -280,8 +280,10 @@ impl Scalar {
         }
     }
 
-    /// Parses the descriptor's JSON form (see [`Scalar::to_json`]).
-    pub(crate) fn from_json(v: &Value) -> Option<Scalar> {
+    /// Parses the descriptor's JSON form: a number, a boolean, or one of the
+    /// strings "NaN", "Infinity", "-Infinity" for non-finite floats. `None`
+    /// for anything else.
+    pub fn from_json(v: &Value) -> Option<Scalar> {
         match v {
             Value::Bool(b) => Some(Scalar::Bool(*b)),
             Value::Number(n) => {

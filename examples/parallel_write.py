@@ -2,7 +2,7 @@
 message between them: each worker writes its slab of a volume into its own
 fragment, and one short merge adopts them all (SPEC.md section 11).
 
-    python python/parallel_write.py OUT.vds [WORKERS]
+    python examples/parallel_write.py OUT.vds [WORKERS]
 
 Python's multiprocessing starts the workers here; Dask, an MPI job or a
 Spark stage does the same thing: give each task a distinct fragment name and
@@ -17,8 +17,7 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import vds  # noqa: E402
+import vds
 
 SHAPE = (64, 48, 40)
 SLAB = 16  # the inline chunk extent: each worker writes whole chunks
@@ -33,20 +32,22 @@ def work(args):
     path, w = args
     name = f"{os.path.basename(path)}.part{w}"
     with vds.fragment(path, name) as f:
-        f.write("amplitude", reference()[w * SLAB:(w + 1) * SLAB], start=(w * SLAB, 0, 0))
+        f["amplitude"][w * SLAB:(w + 1) * SLAB] = reference()[w * SLAB:(w + 1) * SLAB]
     return name
 
 
 def main(path, workers):
     vds.create(path, axes=[("inline", SHAPE[0]), ("crossline", SHAPE[1]), ("time", SHAPE[2])],
-               variables=[("amplitude", "float32", ["inline", "crossline", "time"], [SLAB, 16, 16], "deflate")],
+               variables={"amplitude": {"dtype": "float32", "dims": ["inline", "crossline", "time"],
+                                        "chunks": [SLAB, 16, 16], "codec": "deflate"}},
                overwrite=True).close()
     with multiprocessing.Pool(workers) as pool:
         names = pool.map(work, [(path, w) for w in range(SHAPE[0] // SLAB)])
-    with vds.open(path, write=True) as ds:
-        merged, skipped = ds.merge_fragments(names)
+    with vds.open(path, "r+") as ds:
+        report = ds.merge_fragments(names)
     with vds.open(path) as ds:
-        ok = np.array_equal(ds.read("amplitude"), reference())
+        ok = np.array_equal(ds["amplitude"][...], reference())
+    merged, skipped = len(report["merged"]), len(report["skipped"])
     print(f"{path}: {merged} fragments merged, {skipped} skipped, volume {'matches' if ok else 'DIFFERS FROM'} the reference")
     return 0 if ok and skipped == 0 else 1
 

@@ -1,0 +1,127 @@
+"""The Python package against native Rust, in one run: what calling libvds from Python costs.
+
+    target/pyenv/bin/python bench/python.py [--quick] [--dir DIR]
+
+Runs the native benchmark's suites a and b (`cargo run --release --example
+bench`) before and after the same workloads through the `vds` package (installed in
+the running interpreter, e.g. target/pyenv by .ci/deps.sh): opening a tiny
+file (one int64) and reading it, 1000 files (200 with --quick); and a full
+read of the 512^3 (256^3) float32 volume in 64^3 chunks, uncompressed,
+deflate level 1 and zstd level 1 with shuffle, each read opening the file
+afresh, into a new array and into one reused array (as the native
+benchmark reads). Tiny files are also read through the compiled core alone
+(vds._vds), which shows what the Python layer adds. Prints a Markdown
+table with each time divided by the native one (the better of its two runs).
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import timeit
+
+import numpy as np
+
+import vds
+from vds import _vds
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+UNITS = {"ns": 1e-9, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def median_time(reps, fn):
+    """The median of `reps` timed calls of `fn`, in seconds."""
+    return statistics.median(timeit.repeat(fn, number=1, repeat=reps))
+
+
+def native(quick, folder):
+    """Times of the native suites a and b: {row label: [seconds, ...]} in table order."""
+    cmd = ["cargo", "run", "--quiet", "--release", "--example", "bench", "--", "--suite", "a,b", "--dir", folder]
+    out = subprocess.run(cmd + (["--quick"] if quick else []), cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    rows = {}
+    for label, value, unit in re.findall(r"^\| ([^|]+?) \| ([0-9.]+) (ns|µs|ms|s) \|", out, re.M):
+        rows.setdefault(label, []).append(float(value) * UNITS[unit])
+    return rows
+
+
+def volume(n):
+    """The native benchmark's signal (bench.rs `volume`)."""
+    i, j, k = np.meshgrid(*[np.arange(n, dtype=np.float32) / np.float32(n)] * 3, indexing="ij")
+    return (np.sin(6 * i + 2 * j) * np.cos(9 * k + 3 * i * j) + np.float32(0.25) * np.sin(17 * k)).astype(np.float32)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--dir", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "vds-bench-python"))
+    o = ap.parse_args()
+    os.makedirs(o.dir, exist_ok=True)
+    before = native(o.quick, os.path.join(o.dir, "native"))
+    table = []
+
+    files = 200 if o.quick else 1000
+    paths = [os.path.join(o.dir, f"t{i}.vds") for i in range(files)]
+    for i, p in enumerate(paths):
+        with vds.create(p, axes=[("x", 1)], variables={"v": {"dtype": "int64", "dims": ["x"]}}, overwrite=True, sync=False) as ds:
+            ds["v"][...] = 42
+
+    def api():
+        for p in paths:
+            with vds.open(p) as ds:
+                ds["v"][...]
+
+    out = np.empty(1, np.int64)
+
+    def core():
+        for p in paths:
+            d = _vds.open(p)
+            d.read(0, 0, [0], [1], out)
+            d.close()
+
+    tiny = [("vds package", median_time(5, api)), ("compiled core only", median_time(5, core))]
+
+    n = 256 if o.quick else 512
+    vol = volume(n)
+    p = os.path.join(o.dir, "vol.vds")
+    for index, (label, codec) in enumerate([("uncompressed", None), ("deflate level 1 + shuffle", ("deflate", 1)),
+                                            ("zstd level 1 + shuffle", ("zstd", 1))]):
+        spec = {"dtype": "float32", "dims": ["i", "j", "k"], "chunks": [64, 64, 64], "codec": codec}
+        with vds.create(p, axes=[("i", n), ("j", n), ("k", n)], variables={"v": spec}, overwrite=True, sync=False) as ds:
+            ds["v"][...] = vol
+
+        def read():
+            with vds.open(p) as ds:
+                return ds["v"][...]
+
+        buf = np.empty_like(vol)
+
+        def read_into():  # as the native benchmark does: into one buffer, reused
+            with vds.open(p) as ds:
+                ds["v"].read(out=buf)
+
+        assert np.array_equal(read(), vol)
+        table.append((f"full read of the {n}^3 volume, {label}, into a new array (`v[...]`)", ("full read", index),
+                      median_time(5, read)))
+        table.append((f"full read of the {n}^3 volume, {label}, into a reused array (`v.read(out=buf)`)",
+                      ("full read", index), median_time(5, read_into)))
+        assert np.array_equal(buf, vol)
+        os.remove(p)
+
+    # The native suites run again after: on a machine shared with other work, each native
+    # figure is the better of the two runs, so that load during one cannot flatter Python.
+    after = native(o.quick, os.path.join(o.dir, "native"))
+    best = {k: [min(a, b) for a, b in zip(before[k], after[k])] for k in before}
+    table = [(f"open + read a tiny file ({files} files), {what}", ("read tiny (one int64)", 0), t) for what, t in tiny] + table
+
+    print(f"vds {vds.__version__} (Python {sys.version.split()[0]}, NumPy {np.__version__}) against native libvds\n")
+    print("| operation | native | Python | Python / native |")
+    print("|---|---:|---:|---:|")
+    for label, (row, index), py in table:
+        nat = best[row][index]
+        print(f"| {label} | {nat * 1e3:.2f} ms | {py * 1e3:.2f} ms | {py / nat:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+//! `create(path, spec)`: a new container from a JSON description.
+//!
+//! The Python layer (`vds.create`) turns its keyword arguments into one JSON
+//! document; it is checked here field by field (unknown fields are refused,
+//! so a misspelt option is an error, not silently ignored) and handed to
+//! `DatasetBuilder`, which checks everything else.
+
+use crate::dataset::Dataset;
+use crate::errors::{invalid, lib};
+use pyo3::prelude::*;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use vds::{Axis, Codec, DType, DatasetBuilder, Durability, LodMethod, Scalar, VariableBuilder};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Spec {
+    axes: Vec<AxisSpec>,
+    variables: Vec<VariableSpec>,
+    #[serde(default)]
+    attrs: Map<String, Value>,
+    #[serde(default)]
+    overwrite: bool,
+    #[serde(default = "yes")]
+    sync: bool,
+    #[serde(default)]
+    slots: Vec<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AxisSpec {
+    name: String,
+    samples: u64,
+    #[serde(default)]
+    unit: String,
+    first: Option<f64>,
+    last: Option<f64>,
+    #[serde(default)]
+    growable: bool,
+    max_samples: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VariableSpec {
+    name: String,
+    dtype: String,
+    axes: Vec<String>,
+    chunks: Option<Vec<u64>>,
+    codec: Option<CodecSpec>,
+    fill_value: Option<Value>,
+    #[serde(default)]
+    unit: String,
+    #[serde(default)]
+    attrs: Map<String, Value>,
+    lods: Option<LodSpec>,
+    #[serde(default)]
+    partitionings: Vec<Vec<u64>>,
+    no_value: Option<Value>,
+    quantization: Option<QuantSpec>,
+    margin: Option<[u64; 2]>,
+    #[serde(default)]
+    mask: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CodecSpec {
+    id: String,
+    level: Option<u8>,
+    #[serde(default = "yes")]
+    shuffle: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LodSpec {
+    levels: u8,
+    #[serde(default)]
+    axes: Vec<String>,
+    #[serde(default = "average")]
+    method: String,
+}
+
+fn average() -> String {
+    "average".to_owned()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QuantSpec {
+    storage: String,
+    min: f64,
+    max: f64,
+}
+
+/// A fill value or no-value in the descriptor's JSON form (numbers, booleans, "NaN", "Infinity", "-Infinity").
+fn scalar(py: Python<'_>, what: &str, v: &Value) -> PyResult<Scalar> {
+    Scalar::from_json(v).ok_or_else(|| invalid(py, format!("{what} {v} is not a number or a boolean")))
+}
+
+fn codec(py: Python<'_>, var: &str, c: &CodecSpec) -> PyResult<Codec> {
+    let codec = match (c.id.as_str(), c.level) {
+        ("none", None) => Codec::NONE,
+        ("deflate", level) => {
+            let level = level.unwrap_or(6);
+            if !vds::Compression::DEFLATE_LEVELS.contains(&level) {
+                return Err(invalid(py, format!("variable {var:?}: deflate level {level} is not 0 to 9")));
+            }
+            Codec::deflate(level)
+        }
+        ("zstd", level) => {
+            let level = level.unwrap_or(1);
+            if !vds::Compression::ZSTD_LEVELS.contains(&level) {
+                return Err(invalid(py, format!("variable {var:?}: zstd level {level} is not 1 to 22")));
+            }
+            Codec::zstd(level)
+        }
+        (id, level) => {
+            return Err(invalid(
+                py,
+                format!("variable {var:?}: codec {id:?} (level {level:?}) is not \"none\", \"deflate\" (0-9) or \"zstd\" (1-22)"),
+            ))
+        }
+    };
+    Ok(codec.with_shuffle(c.shuffle))
+}
+
+fn variable(py: Python<'_>, v: &VariableSpec) -> PyResult<VariableBuilder> {
+    let dtype = lib(py, DType::from_name(&v.dtype))?;
+    let axes: Vec<&str> = v.axes.iter().map(String::as_str).collect();
+    let mut b = VariableBuilder::new(&v.name, dtype, &axes);
+    b.unit(&v.unit);
+    if let Some(c) = &v.chunks {
+        b.chunk(c);
+    }
+    if let Some(c) = &v.codec {
+        b.codec(codec(py, &v.name, c)?);
+    }
+    if let Some(nv) = &v.no_value {
+        b.no_value(scalar(py, "no_value", nv)?);
+    }
+    if let Some(f) = &v.fill_value {
+        b.fill(scalar(py, "fill_value", f)?);
+    }
+    for (k, val) in &v.attrs {
+        b.attribute(k, val.clone());
+    }
+    if let Some(l) = &v.lods {
+        let method = match l.method.as_str() {
+            "average" => LodMethod::Average,
+            "nearest" => LodMethod::Nearest,
+            m => return Err(invalid(py, format!("variable {:?}: lod method {m:?} is not \"average\" or \"nearest\"", v.name))),
+        };
+        let lod_axes: Vec<&str> = l.axes.iter().map(String::as_str).collect();
+        b.levels_of_detail(l.levels, &lod_axes, method);
+    }
+    for p in &v.partitionings {
+        b.partitioning(p);
+    }
+    if let Some(q) = &v.quantization {
+        b.quantization(lib(py, DType::from_name(&q.storage))?, q.min, q.max);
+    }
+    if let Some([neg, pos]) = v.margin {
+        b.margin(neg, pos);
+    }
+    b.missing_mask(v.mask);
+    Ok(b)
+}
+
+/// create(path, spec_json) -> Dataset
+///
+/// Creates a container from a JSON description (see `vds.create`).
+#[pyfunction]
+pub(crate) fn create(py: Python<'_>, path: std::path::PathBuf, spec_json: &str) -> PyResult<Dataset> {
+    let spec: Spec = serde_json::from_str(spec_json).map_err(|e| invalid(py, format!("create: {e}")))?;
+    let mut b = DatasetBuilder::new();
+    for a in &spec.axes {
+        let mut axis = Axis::new(&a.name, a.samples).unit(&a.unit);
+        let first = a.first.unwrap_or(0.0);
+        // A lone first coordinate keeps unit spacing, as the library's default does.
+        let last = a.last.unwrap_or(first + a.samples.saturating_sub(1) as f64);
+        axis = axis.coordinates(first, last);
+        if a.growable || a.max_samples.is_some() {
+            axis = axis.growable(a.max_samples);
+        }
+        b.axis(axis);
+    }
+    for v in &spec.variables {
+        b.variable(&variable(py, v)?);
+    }
+    for (k, v) in &spec.attrs {
+        b.attribute(k, v.clone());
+    }
+    for s in &spec.slots {
+        b.external_slot(s);
+    }
+    b.overwrite(spec.overwrite);
+    b.durability(if spec.sync { Durability::Fsync } else { Durability::None });
+    let ds = py.detach(|| b.create(&path));
+    Ok(Dataset::new(lib(py, ds)?))
+}

@@ -1,0 +1,583 @@
+//! The `Dataset` class: one open container, shared by Python threads.
+//!
+//! The handle sits in a `RwLock`: reads take it shared and run in parallel
+//! with the GIL released; writes, commits and closing take it exclusively.
+//! The lock is always taken with the GIL released, and nothing holding it
+//! waits for the GIL, so the two locks cannot deadlock.
+
+use crate::errors::{invalid, lib, to_py, Failure, Outcome};
+use numpy::{PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use std::path::PathBuf;
+use std::sync::{PoisonError, RwLock};
+use vds::{Compression, Order, Region, Scalar, SlotPolicy};
+
+/// An open libvds container (the compiled core of `vds.Dataset`).
+#[pyclass(module = "vds._vds", frozen)]
+pub(crate) struct Dataset {
+    inner: RwLock<Option<vds::Dataset>>,
+}
+
+impl Dataset {
+    pub(crate) fn new(ds: vds::Dataset) -> Dataset {
+        Dataset { inner: RwLock::new(Some(ds)) }
+    }
+
+    /// Runs `f` on the open dataset, shared, with the GIL released.
+    fn with<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&vds::Dataset) -> Outcome<T> + Send) -> PyResult<T> {
+        let r = py.detach(|| {
+            let guard = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+            guard.as_ref().map_or(Err(Failure::Closed), f)
+        });
+        r.map_err(|e| to_py(py, e))
+    }
+
+    /// Runs `f` on the open dataset, exclusively, with the GIL released.
+    fn with_mut<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut vds::Dataset) -> Outcome<T> + Send) -> PyResult<T> {
+        let r = py.detach(|| {
+            let mut guard = self.inner.write().unwrap_or_else(PoisonError::into_inner);
+            guard.as_mut().map_or(Err(Failure::Closed), f)
+        });
+        r.map_err(|e| to_py(py, e))
+    }
+}
+
+/// The memory order of a contiguous array; refuses other layouts.
+fn order_of(py: Python<'_>, a: &Bound<'_, PyUntypedArray>) -> PyResult<Order> {
+    if a.is_c_contiguous() {
+        Ok(Order::C)
+    } else if a.is_fortran_contiguous() {
+        Ok(Order::Fortran)
+    } else {
+        Err(invalid(py, "the array must be C or Fortran contiguous"))
+    }
+}
+
+/// A region from its start and step; the shape is the array's.
+fn region(py: Python<'_>, start: &[u64], step: &[u64], shape: &[usize]) -> PyResult<Region> {
+    let shape: Vec<u64> = shape.iter().map(|&n| n as u64).collect();
+    let r = Region::new(start, &shape).and_then(|r| r.with_step(step));
+    lib(py, r)
+}
+
+/// The memory order of array `a` and the region it covers at `start` with `step`.
+fn request(py: Python<'_>, a: &Bound<'_, PyUntypedArray>, start: &[u64], step: &[u64]) -> PyResult<(Order, Region)> {
+    Ok((order_of(py, a)?, region(py, start, step, a.shape())?))
+}
+
+/// Maps a failure to borrow or view array `what` to an `InvalidArgumentError` naming it.
+fn bad_array<'py, E: std::fmt::Display>(py: Python<'py>, what: &'static str) -> impl Fn(E) -> PyErr + 'py {
+    move |e| invalid(py, format!("the {what} array: {e}"))
+}
+
+/// Calls `$f::<T>(args)` with `T` the element type of the NumPy array
+/// `$arr`, for the eleven types libvds stores. Dispatches on the dtype's
+/// kind and size (one comparison each, not one dtype object per type); the
+/// cast to `PyArrayDyn<T>` in `$f` then checks the dtype exactly, byte order included.
+macro_rules! by_dtype {
+    ($py:expr, $arr:expr, $f:ident($($a:expr),*)) => {{
+        let dt = $arr.dtype();
+        match (dt.kind(), dt.itemsize()) {
+            (b'f', 4) => $f::<f32>($($a),*),
+            (b'f', 8) => $f::<f64>($($a),*),
+            (b'i', 1) => $f::<i8>($($a),*),
+            (b'i', 2) => $f::<i16>($($a),*),
+            (b'i', 4) => $f::<i32>($($a),*),
+            (b'i', 8) => $f::<i64>($($a),*),
+            (b'u', 1) => $f::<u8>($($a),*),
+            (b'u', 2) => $f::<u16>($($a),*),
+            (b'u', 4) => $f::<u32>($($a),*),
+            (b'u', 8) => $f::<u64>($($a),*),
+            (b'b', 1) => $f::<bool>($($a),*),
+            _ => Err(to_py(
+                $py,
+                Failure::Refused("TypeMismatch", format!("arrays of {dt} cannot be stored (native-order integers, floats and bool only)")),
+            )),
+        }
+    }};
+}
+
+/// What a read targets: a level of detail of a variable.
+#[derive(Clone, Copy)]
+struct Layer {
+    var: usize,
+    lod: u8,
+}
+
+fn read_typed<T: numpy::Element + vds::Element>(
+    py: Python<'_>,
+    ds: &Dataset,
+    layer: Layer,
+    start: &[u64],
+    step: &[u64],
+    out: &Bound<'_, PyUntypedArray>,
+) -> PyResult<()> {
+    let (order, region) = request(py, out, start, step)?;
+    let mut out = out.cast::<PyArrayDyn<T>>()?.try_readwrite().map_err(bad_array(py, "output"))?;
+    let buf = out.as_slice_mut().map_err(bad_array(py, "output"))?;
+    ds.with(py, |d| Ok(d.read_lod(layer.var, layer.lod, None, &region, order, buf)?))
+}
+
+fn write_typed<T: numpy::Element + vds::Element>(
+    py: Python<'_>,
+    ds: &Dataset,
+    var: usize,
+    start: &[u64],
+    step: &[u64],
+    data: &Bound<'_, PyUntypedArray>,
+    missing: Option<&Bound<'_, PyUntypedArray>>,
+) -> PyResult<()> {
+    let (order, region) = request(py, data, start, step)?;
+    let data = data.cast::<PyArrayDyn<T>>()?.try_readonly().map_err(bad_array(py, "data"))?;
+    let buf = data.as_slice().map_err(bad_array(py, "data"))?;
+    match missing {
+        None => ds.with_mut(py, |d| Ok(d.write(var, &region, order, buf)?)),
+        Some(m) => {
+            if m.shape() != data.shape() || order_of(py, m)? != order {
+                return Err(invalid(py, "the missing-value mask must have the data's shape and memory order"));
+            }
+            let m = m.cast::<PyArrayDyn<bool>>()?.try_readonly().map_err(bad_array(py, "mask"))?;
+            let mbuf = m.as_slice().map_err(bad_array(py, "mask"))?;
+            ds.with_mut(py, |d| Ok(d.write_masked(var, &region, order, buf, mbuf)?))
+        }
+    }
+}
+
+fn append_typed<T: numpy::Element + vds::Element>(
+    py: Python<'_>,
+    ds: &Dataset,
+    var: usize,
+    axis: &str,
+    data: &Bound<'_, PyUntypedArray>,
+) -> PyResult<Vec<u64>> {
+    let order = order_of(py, data)?;
+    let data = data.cast::<PyArrayDyn<T>>()?.try_readonly().map_err(bad_array(py, "data"))?;
+    let buf = data.as_slice().map_err(bad_array(py, "data"))?;
+    ds.with_mut(py, |d| Ok(d.append(var, axis, order, buf)?.start().to_vec()))
+}
+
+fn scalar_to_py(py: Python<'_>, s: Option<Scalar>) -> PyResult<Py<PyAny>> {
+    Ok(match s {
+        None => py.None(),
+        Some(Scalar::Int(v)) => v.into_pyobject(py)?.into_any().unbind(),
+        Some(Scalar::UInt(v)) => v.into_pyobject(py)?.into_any().unbind(),
+        Some(Scalar::Float(v)) => v.into_pyobject(py)?.into_any().unbind(),
+        Some(Scalar::Bool(v)) => v.into_pyobject(py)?.to_owned().into_any().unbind(),
+        // Scalar is non-exhaustive: a kind added later shows as its Debug text.
+        Some(other) => format!("{other:?}").into_pyobject(py)?.into_any().unbind(),
+    })
+}
+
+fn codec_dict<'py>(py: Python<'py>, c: vds::Codec) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let (id, level) = match c.compression {
+        Compression::None => ("none", None),
+        Compression::Deflate { level } => ("deflate", Some(level)),
+        Compression::Zstd { level } => ("zstd", Some(level)),
+        _ => ("unknown", None),
+    };
+    d.set_item("id", id)?;
+    d.set_item("level", level)?;
+    d.set_item("shuffle", c.shuffle)?;
+    Ok(d)
+}
+
+fn variable_dict<'py>(py: Python<'py>, v: &vds::Variable) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("name", v.name())?;
+    d.set_item("unit", v.unit())?;
+    d.set_item("dtype", v.dtype().name())?;
+    d.set_item("axes", v.axes().to_vec())?;
+    d.set_item("shape", v.shape().to_vec())?;
+    d.set_item("chunks", v.chunk_shape().to_vec())?;
+    d.set_item("fill_value", scalar_to_py(py, Some(v.fill_value()))?)?;
+    d.set_item("no_value", scalar_to_py(py, v.no_value())?)?;
+    d.set_item("codec", codec_dict(py, v.codec())?)?;
+    let lods: Vec<Vec<u64>> = (0..v.levels_of_detail()).filter_map(|k| v.lod_shape(k)).collect();
+    d.set_item("lod_shapes", lods)?;
+    d.set_item("lod_axes", v.lod_axes())?;
+    d.set_item("lod_method", format!("{:?}", v.lod_method()).to_lowercase())?;
+    d.set_item("partitionings", v.partitionings().to_vec())?;
+    d.set_item("margin", v.margin().to_vec())?;
+    d.set_item("mask", v.has_mask())?;
+    let q = match v.quantization() {
+        None => None,
+        Some(q) => {
+            let qd = PyDict::new(py);
+            qd.set_item("storage", q.storage.name())?;
+            qd.set_item("min", q.min)?;
+            qd.set_item("max", q.max)?;
+            Some(qd)
+        }
+    };
+    d.set_item("quantization", q)?;
+    Ok(d)
+}
+
+fn json_text(v: &serde_json::Map<String, serde_json::Value>) -> String {
+    serde_json::Value::Object(v.clone()).to_string()
+}
+
+/// What reads need of a variable: its name, dtype name, and the shape of each level of detail.
+type Layout = (String, &'static str, Vec<Vec<u64>>);
+
+/// What a merge did: fragments merged, (fragment, reason) skipped, chunks adopted.
+type Merged = (Vec<String>, Vec<(String, String)>, u64);
+
+#[pymethods]
+impl Dataset {
+    /// read(var, lod, start, step, out) -> None
+    ///
+    /// Reads the region of `out`'s shape at `start` (with `step`) of level
+    /// `lod` (from the partitioning that reads the fewest bytes) into `out`, a C- or Fortran-contiguous writable array of the
+    /// variable's dtype (or, for a quantized variable, its storage type:
+    /// then the stored integers are read).
+    fn read(&self, py: Python<'_>, var: usize, lod: u8, start: Vec<u64>, step: Vec<u64>, out: &Bound<'_, PyUntypedArray>) -> PyResult<()> {
+        let layer = Layer { var, lod };
+        by_dtype!(py, out, read_typed(py, self, layer, &start, &step, out))
+    }
+
+    /// write(var, start, step, data, missing=None) -> None
+    ///
+    /// Writes `data` (C- or Fortran-contiguous, the variable's dtype or a
+    /// quantized variable's storage type) at `start` with `step`; `missing`
+    /// is a bool array of the same shape and order for masked variables.
+    #[pyo3(signature = (var, start, step, data, missing=None))]
+    fn write(
+        &self,
+        py: Python<'_>,
+        var: usize,
+        start: Vec<u64>,
+        step: Vec<u64>,
+        data: &Bound<'_, PyUntypedArray>,
+        missing: Option<&Bound<'_, PyUntypedArray>>,
+    ) -> PyResult<()> {
+        by_dtype!(py, data, write_typed(py, self, var, &start, &step, data, missing))
+    }
+
+    /// append(var, axis, data) -> list[int]
+    ///
+    /// Grows the growable `axis` by the samples in `data` and writes them
+    /// there; returns the start of the written region.
+    fn append(&self, py: Python<'_>, var: usize, axis: &str, data: &Bound<'_, PyUntypedArray>) -> PyResult<Vec<u64>> {
+        by_dtype!(py, data, append_typed(py, self, var, axis, data))
+    }
+
+    /// read_mask(var, lod, start, step, out) -> None
+    ///
+    /// Reads the missing-value mask (True: missing) of a region into `out`,
+    /// a C-contiguous bool array of the region's shape.
+    fn read_mask(
+        &self,
+        py: Python<'_>,
+        var: usize,
+        lod: u8,
+        start: Vec<u64>,
+        step: Vec<u64>,
+        out: &Bound<'_, PyArrayDyn<bool>>,
+    ) -> PyResult<()> {
+        if !out.is_c_contiguous() {
+            return Err(invalid(py, "the mask output array must be C contiguous"));
+        }
+        let region = region(py, &start, &step, out.shape())?;
+        let mut out = out.try_readwrite().map_err(bad_array(py, "output"))?;
+        let buf = out.as_slice_mut().map_err(bad_array(py, "output"))?;
+        self.with(py, |d| {
+            let mask = d.read_mask(var, lod, None, &region, Order::C)?;
+            if mask.len() != buf.len() {
+                return Err(Failure::Refused("InvalidArgument", format!("the mask has {} values, the array {}", mask.len(), buf.len())));
+            }
+            buf.copy_from_slice(&mask);
+            Ok(())
+        })
+    }
+
+    /// resize_axis(axis, samples) -> None
+    ///
+    /// Changes the number of samples of a growable axis (at the next commit).
+    fn resize_axis(&self, py: Python<'_>, axis: &str, samples: u64) -> PyResult<()> {
+        self.with_mut(py, |d| Ok(d.resize_axis(axis, samples)?))
+    }
+
+    /// commit() -> None: makes every change since the last commit durable, atomically.
+    fn commit(&self, py: Python<'_>) -> PyResult<()> {
+        self.with_mut(py, |d| Ok(d.commit()?))
+    }
+
+    /// rollback() -> None: discards every change since the last commit.
+    fn rollback(&self, py: Python<'_>) -> PyResult<()> {
+        self.with_mut(py, |d| Ok(d.rollback()?))
+    }
+
+    /// close(commit=True) -> None
+    ///
+    /// Commits (if writable and `commit`) and closes; closing a closed dataset does nothing.
+    #[pyo3(signature = (commit=true))]
+    fn close(&self, py: Python<'_>, commit: bool) -> PyResult<()> {
+        let r = py.detach(|| {
+            let taken = self.inner.write().unwrap_or_else(PoisonError::into_inner).take();
+            match taken {
+                Some(d) if commit => d.close(),
+                _ => Ok(()),
+            }
+        });
+        lib(py, r)
+    }
+
+    /// Whether the dataset is closed.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.read().unwrap_or_else(PoisonError::into_inner).is_none()
+    }
+
+    /// Whether the dataset is open for writing.
+    #[getter]
+    fn writable(&self, py: Python<'_>) -> PyResult<bool> {
+        self.with(py, |d| Ok(d.is_writable()))
+    }
+
+    /// Whether this dataset writes a fragment.
+    #[getter]
+    fn is_fragment(&self, py: Python<'_>) -> PyResult<bool> {
+        self.with(py, |d| Ok(d.is_fragment()))
+    }
+
+    /// The number of the last commit.
+    #[getter]
+    fn commit_sequence(&self, py: Python<'_>) -> PyResult<u64> {
+        self.with(py, |d| Ok(d.commit_sequence()))
+    }
+
+    /// The format version of the file, (major, minor).
+    #[getter]
+    fn format_version(&self, py: Python<'_>) -> PyResult<(u16, u16)> {
+        self.with(py, |d| {
+            let [a, b] = d.format_version();
+            Ok((a, b))
+        })
+    }
+
+    /// The axes, as a list of dicts (name, unit, samples, first, last, growable, max_samples).
+    fn axes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let axes = self.with(py, |d| {
+            Ok(d.axes()
+                .iter()
+                .map(|a| (a.name().to_owned(), a.unit_str().to_owned(), a.samples(), a.first(), a.last(), a.is_growable(), a.max_samples()))
+                .collect::<Vec<_>>())
+        })?;
+        let list = PyList::empty(py);
+        for (name, unit, samples, first, last, growable, max) in axes {
+            let d = PyDict::new(py);
+            d.set_item("name", name)?;
+            d.set_item("unit", unit)?;
+            d.set_item("samples", samples)?;
+            d.set_item("first", first)?;
+            d.set_item("last", last)?;
+            d.set_item("growable", growable)?;
+            d.set_item("max_samples", max)?;
+            list.append(d)?;
+        }
+        Ok(list)
+    }
+
+    /// What reads need of every variable, cheaply: a list of (name, dtype name, shapes of its levels of detail).
+    fn layout(&self, py: Python<'_>) -> PyResult<Vec<Layout>> {
+        self.with(py, |d| {
+            Ok(d.variables()
+                .iter()
+                .map(|v| (v.name().to_owned(), v.dtype().name(), (0..v.levels_of_detail()).filter_map(|k| v.lod_shape(k)).collect()))
+                .collect())
+        })
+    }
+
+    /// The variables, as a list of dicts (name, dtype, axes, shape, chunks, codec, ...).
+    fn variables<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let guard = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        let d = guard.as_ref().ok_or_else(|| to_py(py, Failure::Closed))?;
+        let list = PyList::empty(py);
+        for v in d.variables() {
+            list.append(variable_dict(py, v)?)?;
+        }
+        Ok(list)
+    }
+
+    /// attributes(var=None) -> str: the dataset's (or a variable's) attributes as a JSON object.
+    #[pyo3(signature = (var=None))]
+    fn attributes(&self, py: Python<'_>, var: Option<usize>) -> PyResult<String> {
+        self.with(py, |d| {
+            Ok(match var {
+                None => json_text(d.attributes()),
+                Some(v) => json_text(d.variable_attributes(v)?),
+            })
+        })
+    }
+
+    /// set_attribute(var, key, value_json) -> None
+    ///
+    /// Sets (or, with `value_json` None, removes) an attribute of the
+    /// dataset (`var` None) or of a variable; committed with the data.
+    #[pyo3(signature = (var, key, value_json))]
+    fn set_attribute(&self, py: Python<'_>, var: Option<usize>, key: &str, value_json: Option<&str>) -> PyResult<()> {
+        let value = match value_json {
+            None => None,
+            Some(t) => Some(serde_json::from_str(t).map_err(|e| invalid(py, format!("attribute {key:?}: {e}")))?),
+        };
+        self.with_mut(py, |d| {
+            match var {
+                None => d.set_attribute(key, value)?,
+                Some(v) => d.set_variable_attribute(v, key, value)?,
+            }
+            Ok(())
+        })
+    }
+
+    /// The descriptor as JSON text (what the file's second line holds at the last commit).
+    fn descriptor_json(&self, py: Python<'_>) -> PyResult<String> {
+        self.with(py, |d| Ok(d.descriptor_json()))
+    }
+
+    /// verify() -> dict: checks every checksum and structure of the current commit.
+    fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let r = self.with(py, |d| Ok(d.verify()?))?;
+        let out = PyDict::new(py);
+        out.set_item("ok", r.is_ok())?;
+        out.set_item("commit", r.commit)?;
+        out.set_item("previous_commit", r.previous_commit)?;
+        out.set_item("problems", r.problems.iter().map(ToString::to_string).collect::<Vec<_>>())?;
+        out.set_item("index_pages", r.index_pages)?;
+        out.set_item("chunks", r.chunks)?;
+        out.set_item("live_bytes", r.live_bytes)?;
+        out.set_item("file_bytes", r.file_bytes)?;
+        out.set_item("reclaimable_bytes", r.reclaimable_bytes)?;
+        Ok(out)
+    }
+
+    /// compact(mode) -> (before_bytes, after_bytes, folded_slots)
+    ///
+    /// Rewrites the container without dead space, crash-safely. `mode`:
+    /// "keep", "fold" (external chunks copied in) or "into_slots".
+    fn compact(&self, py: Python<'_>, mode: &str) -> PyResult<(u64, u64, Vec<String>)> {
+        let mode = match mode {
+            "keep" | "fold" | "into_slots" => mode.to_owned(),
+            m => return Err(invalid(py, format!("compact mode {m:?} is not \"keep\", \"fold\" or \"into_slots\""))),
+        };
+        let r = self.with_mut(py, move |d| {
+            Ok(match mode.as_str() {
+                "fold" => d.compact_folding_slots()?,
+                "into_slots" => d.compact_into_slots()?,
+                _ => d.compact()?,
+            })
+        })?;
+        Ok((r.before_bytes, r.after_bytes, r.folded_slots))
+    }
+
+    /// merge_fragments(names) -> (merged, skipped, chunks)
+    ///
+    /// Adopts sealed fragments in one atomic commit; `skipped` lists
+    /// (name, reason) for fragments never sealed or merged before.
+    fn merge_fragments(&self, py: Python<'_>, names: Vec<String>) -> PyResult<Merged> {
+        let r = self.with_mut(py, |d| {
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            Ok(d.merge_fragments(&names)?)
+        })?;
+        Ok((r.merged, r.skipped, r.chunks))
+    }
+
+    /// add_external_slot(name) -> int: adds an external data file beside the container; returns its slot number.
+    fn add_external_slot(&self, py: Python<'_>, name: &str) -> PyResult<u16> {
+        self.with_mut(py, |d| Ok(d.add_external_slot(name)?))
+    }
+
+    /// set_slot_policy(kind, slots, max_bytes=0) -> None
+    ///
+    /// Routes new stored chunks: "fixed", "round_robin", "by_size" or "by_variable".
+    #[pyo3(signature = (kind, slots, max_bytes=0))]
+    fn set_slot_policy(&self, py: Python<'_>, kind: &str, slots: Vec<u16>, max_bytes: u64) -> PyResult<()> {
+        let policy = match (kind, slots.as_slice()) {
+            ("fixed", [s]) => SlotPolicy::Fixed(*s),
+            ("round_robin", _) => SlotPolicy::RoundRobin(slots),
+            ("by_size", _) => SlotPolicy::BySize { slots, max_bytes },
+            ("by_variable", _) => SlotPolicy::ByVariable(slots),
+            (k, s) => {
+                return Err(invalid(
+                    py,
+                    format!(
+                    "slot policy {k:?} with slots {s:?}: expected \"fixed\" with one slot, \"round_robin\", \"by_size\" or \"by_variable\""
+                ),
+                ))
+            }
+        };
+        self.with_mut(py, |d| Ok(d.set_slot_policy(policy)?))
+    }
+
+    /// set_cache_size(nbytes) -> None: bounds the decoded-chunk cache and the write-back buffer.
+    fn set_cache_size(&self, py: Python<'_>, nbytes: u64) -> PyResult<()> {
+        self.with_mut(py, |d| {
+            d.set_cache_size(nbytes);
+            Ok(())
+        })
+    }
+
+    /// set_memory_limit(nbytes) -> None: caps every buffer libvds allocates for this dataset.
+    fn set_memory_limit(&self, py: Python<'_>, nbytes: u64) -> PyResult<()> {
+        self.with_mut(py, |d| {
+            d.set_memory_limit(nbytes);
+            Ok(())
+        })
+    }
+
+    /// Stored chunk bytes read from files (not from the cache) since the dataset was opened.
+    #[getter]
+    fn stored_bytes_read(&self, py: Python<'_>) -> PyResult<u64> {
+        self.with(py, |d| Ok(d.stored_bytes_read()))
+    }
+}
+
+/// open(path, write=False, sync=True, memory_limit=None, cache_size=None, allow_external_paths=False) -> Dataset
+///
+/// Opens a container (see `vds.open`).
+#[pyfunction]
+#[pyo3(signature = (path, write=false, sync=true, memory_limit=None, cache_size=None, allow_external_paths=false))]
+pub(crate) fn open(
+    py: Python<'_>,
+    path: PathBuf,
+    write: bool,
+    sync: bool,
+    memory_limit: Option<u64>,
+    cache_size: Option<u64>,
+    allow_external_paths: bool,
+) -> PyResult<Dataset> {
+    let mut o = vds::OpenOptions::new();
+    o.write(write).durability(if sync { vds::Durability::Fsync } else { vds::Durability::None }).allow_external_paths(allow_external_paths);
+    if let Some(m) = memory_limit {
+        o.memory_limit(m);
+    }
+    if let Some(c) = cache_size {
+        o.cache_size(c);
+    }
+    let ds = py.detach(|| o.open(&path));
+    Ok(Dataset::new(lib(py, ds)?))
+}
+
+/// create_fragment(container, name) -> Dataset
+///
+/// Opens `container` to write the fragment file `name` beside it (see `vds.fragment`).
+#[pyfunction]
+pub(crate) fn create_fragment(py: Python<'_>, container: PathBuf, name: &str) -> PyResult<Dataset> {
+    let ds = py.detach(|| vds::Dataset::create_fragment(&container, name));
+    Ok(Dataset::new(lib(py, ds)?))
+}
+
+/// recover(path) -> (damaged_commit or None, commit now shown)
+///
+/// Rolls a container whose newest commit is damaged back to the older one.
+#[pyfunction]
+pub(crate) fn recover(py: Python<'_>, path: PathBuf) -> PyResult<(Option<u64>, u64)> {
+    let r = py.detach(|| vds::Dataset::recover(&path));
+    match lib(py, r)? {
+        vds::Recovery::Intact { commit } => Ok((None, commit)),
+        vds::Recovery::RolledBack { damaged, restored } => Ok((Some(damaged), restored)),
+        other => Err(invalid(py, format!("recovery reported {other:?}"))),
+    }
+}

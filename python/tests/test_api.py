@@ -1,0 +1,344 @@
+"""The vds package's API against NumPy references: metadata, attributes,
+commits, levels of detail, slices, masks, quantization, growth, maintenance,
+fragments, pickling, and the exception raised for each kind of error."""
+
+import json
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+import vds
+from conftest import DTYPES, reference
+
+
+def volume(tmp_path, rng, name="vol.vds", **var):
+    """A 3-D float32 volume written whole and committed; returns (dataset open r+, reference)."""
+    spec = {"dtype": "float32", "dims": ["inline", "crossline", "time"], "chunks": [8, 8, 8], "codec": "deflate"}
+    spec.update(var)
+    ds = vds.create(tmp_path / name,
+                    axes=[("inline", 20), {"name": "crossline", "size": 12, "unit": "m", "first": 100.0, "last": 155.0},
+                          {"name": "time", "size": 10, "unit": "ms", "first": 0.0, "last": 36.0}],
+                    variables={"amp": spec}, attrs={"survey": "test", "n": 3}, overwrite=True)
+    ref = rng.standard_normal((20, 12, 10)).astype(np.float32)
+    ds["amp"][...] = ref
+    ds.commit()
+    return ds, ref
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_dtype_round_trips(tmp_path, rng, dtype):
+    ref = reference(rng, (13, 7, 5), dtype)
+    path = tmp_path / f"{dtype}.vds"
+    with vds.create(path, axes=[("a", 13), ("b", 7), ("c", 5)],
+                    variables={"v": {"dtype": dtype, "dims": ["a", "b", "c"], "chunks": [4, 3, 2], "codec": ("zstd", 3)}}) as ds:
+        ds["v"][...] = np.asfortranarray(ref) if dtype in ("int16", "float64") else ref
+    with open(path, "rb") as f:
+        assert f.readline().startswith(b"VDS ")
+        assert json.loads(f.readline())["variables"][0]["codec"]["id"] == "zstd"
+    with vds.open(path) as ds:
+        v = ds["v"]
+        assert list(ds) == ["v"] and v.dtype == ref.dtype and v.shape == ref.shape and v.chunks == (4, 3, 2)
+        np.testing.assert_array_equal(np.asarray(v), ref)
+        f = v.read(order="F")
+        assert f.flags.f_contiguous
+        np.testing.assert_array_equal(f, ref)
+        np.testing.assert_array_equal(v.read((slice(1, 13, 3), slice(None), 2)), ref[1:13:3, :, 2])
+
+
+def test_metadata(tmp_path, rng):
+    ds, ref = volume(tmp_path, rng, fill_value=-1.5, unit="Pa", attrs={"kind": "seismic"})
+    v = ds["amp"]
+    assert v.name == "amp" and v.unit == "Pa" and v.ndim == 3 and v.size == ref.size and v.nbytes == ref.nbytes
+    assert v.dims == ("inline", "crossline", "time") and len(v) == 20
+    assert v.fill_value == np.float32(-1.5) and v.fill_value.dtype == np.float32
+    assert v.codec == {"id": "deflate", "level": 6, "shuffle": True}
+    axes = v.axes
+    assert list(axes) == ["inline", "crossline", "time"]
+    np.testing.assert_allclose(axes["crossline"].values, np.linspace(100.0, 155.0, 12))
+    np.testing.assert_allclose(axes["time"].values, np.arange(10) * 4.0)
+    assert axes["time"].unit == "ms" and axes["inline"].size == 20 and not axes["inline"].growable
+    assert dict(v.attrs) == {"kind": "seismic"} and dict(ds.attrs) == {"survey": "test", "n": 3}
+    assert "amp" in ds and len(ds) == 1 and "nope" not in ds
+    with pytest.raises(KeyError, match="nope"):
+        ds["nope"]
+    assert "amp" in repr(ds) and "float32" in repr(v)
+    assert ds.descriptor()["variables"][0]["name"] == "amp"
+    ds.close()
+
+
+def test_attributes_are_committed_with_the_data(tmp_path, rng):
+    ds, _ = volume(tmp_path, rng)
+    ds.attrs["list"] = [1, 2, 3]
+    ds.attrs["np"] = np.float64(2.5)
+    ds["amp"].attrs["scale"] = np.arange(3)
+    del ds.attrs["n"]
+    ds.rollback()
+    assert dict(ds.attrs) == {"survey": "test", "n": 3}
+    ds.attrs["list"] = [1, 2, 3]
+    ds["amp"].attrs["scale"] = np.arange(3)
+    with pytest.raises(vds.InvalidArgumentError):
+        ds.attrs["bad"] = float("nan")
+    with pytest.raises(vds.InvalidArgumentError):
+        ds.attrs["bad"] = object()
+    ds.close()
+    with vds.open(tmp_path / "vol.vds") as r:
+        assert dict(r.attrs) == {"survey": "test", "n": 3, "list": [1, 2, 3]}
+        assert r["amp"].attrs["scale"] == [0, 1, 2]
+
+
+def test_commit_rollback_and_context_manager(tmp_path, rng):
+    ds, ref = volume(tmp_path, rng)
+    seq = ds.commit_sequence
+    ds["amp"][0] = 7.0
+    assert (ds["amp"][0] == 7.0).all()  # visible to this handle before the commit
+    ds.rollback()
+    np.testing.assert_array_equal(ds["amp"][...], ref)
+    ds["amp"][1, ::2] = 3.0
+    ref[1, ::2] = 3.0
+    ds.commit()
+    assert ds.commit_sequence == seq + 1
+    ds.close()
+    with pytest.raises(RuntimeError):
+        with vds.open(tmp_path / "vol.vds", "r+") as ds:
+            ds["amp"][...] = 0.0
+            raise RuntimeError("boom")
+    assert ds.closed
+    with vds.open(tmp_path / "vol.vds") as ds:
+        np.testing.assert_array_equal(ds["amp"][...], ref)  # the exception rolled back
+
+
+def test_levels_of_detail_and_slices(tmp_path, rng):
+    ds, ref = volume(tmp_path, rng, lods=3, partitionings=[[1, 12, 10]])
+    v = ds["amp"]
+    assert v.levels == 3 and v.partitionings == [(8, 8, 8), (1, 12, 10)]
+    # Level 1: the mean of up to 2 x 2 x 2 samples.
+    l1 = v.lod(1)
+    assert l1.shape == (10, 6, 5)
+    want = ref.reshape(10, 2, 6, 2, 5, 2).mean(axis=(1, 3, 5))
+    np.testing.assert_allclose(l1[...], want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(l1[3, ::-1], want[3, ::-1], rtol=1e-5, atol=1e-6)
+    assert v.lod(2).shape == (5, 3, 3)
+    with pytest.raises(vds.OutOfRangeError):
+        v.lod(3)
+    with pytest.raises(vds.ReadOnlyError):
+        l1[0] = 1.0
+    np.testing.assert_array_equal(v.slice("inline", 4), ref[4])
+    np.testing.assert_array_equal(v.slice(2, -1), ref[:, :, -1])
+    np.testing.assert_allclose(v.slice("crossline", 2, lod=1), want[:, 2, :], rtol=1e-5, atol=1e-6)
+    with pytest.raises(vds.InvalidArgumentError, match="two axes free"):
+        v.slice(["inline", "time"], [0, 0])
+    ds.close()
+
+
+def test_missing_value_mask(tmp_path, rng):
+    ds, ref = volume(tmp_path, rng, mask=True)
+    v = ds["amp"]
+    assert v.has_mask and not v.mask[...].any()
+    missing = rng.random(ref.shape) < 0.3
+    v.write((slice(None),) * 3, ref, missing=missing)
+    np.testing.assert_array_equal(v.mask[...], missing)
+    np.testing.assert_array_equal(v.mask[2:9:3, ::-1, 4], missing[2:9:3, ::-1, 4])
+    m = np.ma.masked_array(ref[0] + 1, mask=~missing[0])
+    v[0] = m
+    ds.commit()
+    np.testing.assert_array_equal(v.mask[0], ~missing[0])
+    np.testing.assert_array_equal(v[0], ref[0] + 1)
+    ds.close()
+
+
+def test_quantized_values_and_stored_integers(tmp_path, rng):
+    ds, ref = volume(tmp_path, rng, quantization=("uint8", -4.0, 4.0))
+    v = ds["amp"]
+    assert v.quantization == {"storage": "uint8", "min": -4.0, "max": 4.0}
+    step = 8.0 / 255
+    want_ints = np.clip(np.round((ref.astype(np.float64) + 4.0) / step), 0, 255).astype(np.uint8)
+    got_ints = v.stored[...]
+    assert got_ints.dtype == np.uint8
+    np.testing.assert_array_equal(got_ints, want_ints)
+    np.testing.assert_allclose(v[...], -4.0 + want_ints * step, atol=1e-5)
+    assert np.abs(v[...] - np.clip(ref, -4, 4)).max() <= step / 2 + 1e-5
+    v.stored[0, 0] = np.arange(10, dtype=np.uint8)
+    np.testing.assert_array_equal(v.stored[0, 0], np.arange(10))
+    ds.close()
+    plain, _ = volume(tmp_path, rng, name="plain.vds")
+    with pytest.raises(vds.InvalidArgumentError, match="not quantized"):
+        plain["amp"].stored
+    plain.close()
+
+
+def test_growth_resize_and_append(tmp_path, rng):
+    path = tmp_path / "grow.vds"
+    with vds.create(path, axes=[{"name": "t", "size": 1, "growable": True}, ("s", 3)],
+                    variables={"v": {"dtype": "int32", "dims": ["t", "s"], "chunks": [2, 3]}}) as ds:
+        v = ds["v"]
+        v[...] = [[1, 2, 3]]
+        assert v.append(np.arange(6, dtype=np.int32).reshape(2, 3), axis="t") == 1
+        assert v.append([9, 9, 9], axis=0) == 3
+        assert v.shape == (4, 3)
+    with vds.open(path, "r+") as ds:
+        v = ds["v"]
+        np.testing.assert_array_equal(v[...], [[1, 2, 3], [0, 1, 2], [3, 4, 5], [9, 9, 9]])
+        v.resize(2, axis="t")
+        assert v.shape == (2, 3)
+        v.resize((5, 3))
+        np.testing.assert_array_equal(v[2:], np.zeros((3, 3), np.int32))
+        with pytest.raises(vds.InvalidArgumentError, match="growable"):
+            v.resize(4, axis="s")
+    with vds.open(path) as ds:
+        assert ds["v"].shape == (5, 3) and ds.axes["t"].growable
+
+
+def test_verify_compact_and_slots(tmp_path, rng):
+    ds, ref = volume(tmp_path, rng)
+    for i in range(5):
+        ds["amp"][i] = i
+        ref[i] = i
+        ds.commit()
+    report = ds.verify()
+    assert report["ok"] and report["problems"] == [] and report["chunks"] > 0
+    assert report["reclaimable_bytes"] > 0
+    before, after = ds.compact()
+    assert after < before and after == os.path.getsize(tmp_path / "vol.vds")
+    slot = ds.add_external_slot("vol.vdx")
+    ds.commit()
+    ds.set_slot_policy("fixed", [slot])
+    ds.compact("into_slots")
+    assert os.path.getsize(tmp_path / "vol.vdx") > ref.nbytes // 10
+    ds.compact("fold")
+    ds.close()
+    os.remove(tmp_path / "vol.vdx")
+    with vds.open(tmp_path / "vol.vds") as ds:
+        np.testing.assert_array_equal(ds["amp"][...], ref)
+        assert ds.verify()["ok"]
+
+
+def test_fragments_merge(tmp_path, rng):
+    ds, ref = volume(tmp_path, rng)
+    ds.close()
+    path = tmp_path / "vol.vds"
+    for w in range(2):
+        with vds.fragment(path, f"part{w}") as f:
+            assert f.mode == "fragment"
+            f["amp"][w * 8:(w + 1) * 8] = -ref[w * 8:(w + 1) * 8]
+    unsealed = vds.fragment(path, "part2")
+    unsealed["amp"][16:] = 0.0
+    unsealed.close(commit=False)  # a worker that died before sealing
+    with vds.open(path, "r+") as ds:
+        report = ds.merge_fragments(["part0", "part1", "part2"])
+        assert report["merged"] == ["part0", "part1"] and [s[0] for s in report["skipped"]] == ["part2"]
+        ref[:16] = -ref[:16]
+        np.testing.assert_array_equal(ds["amp"][...], ref)
+    with pytest.raises(vds.AlreadyExistsError):
+        vds.fragment(path, "part0")
+
+
+def test_pickling_reopens(tmp_path, rng):
+    ds, ref = volume(tmp_path, rng)
+    ds.close()
+    with vds.open(tmp_path / "vol.vds") as r:
+        v2 = pickle.loads(pickle.dumps(r["amp"]))
+        np.testing.assert_array_equal(v2[3], ref[3])
+        assert v2.dataset.mode == "r" and v2.dataset is not r
+        v2.dataset.close()
+    ds, ref = volume(tmp_path, rng, name="lod.vds", lods=2)
+    ds.close()
+    with vds.open(tmp_path / "lod.vds") as r:
+        l1 = pickle.loads(pickle.dumps(r["amp"].lod(1)))
+        assert l1.shape == (10, 6, 5)
+        np.testing.assert_array_equal(l1[...], r["amp"].lod(1)[...])
+        l1.dataset.close()
+    with vds.fragment(tmp_path / "lod.vds", "frag") as f:
+        with pytest.raises(TypeError, match="fragment"):
+            pickle.dumps(f)
+
+
+def test_errors_raise_the_right_exception(tmp_path, rng):
+    ds, ref = volume(tmp_path, rng)
+    path = tmp_path / "vol.vds"
+    # A second writer is locked out.
+    with pytest.raises(vds.LockedError):
+        vds.open(path, "r+")
+    # Wrong dtype: values that cannot be cast safely.
+    with pytest.raises(vds.TypeMismatchError, match="complex128"):
+        ds["amp"][0] = np.ones((12, 10), complex)
+    with pytest.raises(TypeError):
+        ds["amp"][0] = "text"
+    with pytest.raises(vds.InvalidArgumentError, match="broadcast"):
+        ds["amp"][0] = np.ones((3, 3), np.float32)
+    ds.close()
+    # Closed dataset.
+    with pytest.raises(vds.ClosedError, match="closed"):
+        ds["amp"][0]
+    with pytest.raises(ValueError):
+        ds.commit()
+    ds.close()  # twice is fine
+    # Read-only.
+    with vds.open(path) as r:
+        with pytest.raises(vds.ReadOnlyError, match="read-only"):
+            r["amp"][0] = 1.0
+        with pytest.raises(vds.ReadOnlyError):
+            r.attrs["x"] = 1
+        with pytest.raises(vds.OutOfRangeError):
+            r["amp"][20]
+        with pytest.raises(vds.OutOfMemoryError, match="memory limit"):
+            vds.open(path, memory_limit=1000)["amp"][...]
+    # Not found.
+    with pytest.raises(vds.NotFoundError, match="missing.vds") as e:
+        vds.open(tmp_path / "missing.vds")
+    assert isinstance(e.value, FileNotFoundError)
+    with pytest.raises(vds.AlreadyExistsError):
+        vds.create(path, axes=[("x", 2)], variables={"v": {"dtype": "int8", "dims": ["x"]}})
+    with pytest.raises(vds.InvalidArgumentError):
+        vds.open(path, "w")
+    # Bad creation arguments.
+    for bad in [{"dtype": "float16", "dims": ["x"]}, {"dtype": "int32", "dims": ["y"]},
+                {"dtype": "int32", "dims": ["x"], "codec": "lz4"}, {"dtype": "int32", "dims": ["x"], "codec": ("zstd", 23)},
+                {"dtype": "int32", "dims": ["x"], "chunks": [0]}, {"dtype": "int32", "dims": ["x"], "colour": 1}]:
+        with pytest.raises((vds.VdsError, TypeError)):
+            vds.create(tmp_path / "bad.vds", axes=[("x", 4)], variables={"v": bad}, overwrite=True)
+    # Huge shapes are refused, not allocated.
+    with vds.create(tmp_path / "huge.vds", axes=[("a", 2**40), ("b", 2**40)],
+                    variables={"v": {"dtype": "float64", "dims": ["a", "b"], "chunks": [4096, 4096]}}, overwrite=True) as h:
+        with pytest.raises(vds.OutOfMemoryError):
+            h["v"][...]
+        with pytest.raises(vds.OutOfMemoryError):
+            h["v"][...] = 1.0
+        assert h["v"][2**40 - 1, ::2**39].tolist() == [0.0, 0.0]
+    # A corrupt file.
+    data = bytearray(path.read_bytes())
+    for off in range(len(data) // 2, len(data) - 64, 97):
+        data[off] ^= 0xFF
+    bad = tmp_path / "corrupt.vds"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(vds.CorruptFileError) as e:
+        with vds.open(bad) as r:
+            r["amp"][...]
+    assert e.value.offset is not None and "corrupt" in str(e.value)
+
+
+def test_read_into_a_callers_array(tmp_path, rng):
+    ds, ref = volume(tmp_path, rng)
+    v = ds["amp"]
+    out = np.zeros((20, 12, 10), np.float32)
+    assert v.read(out=out) is out
+    np.testing.assert_array_equal(out, ref)
+    for key, order in [((slice(2, 9), 3), "C"), ((slice(None, None, -2), slice(1, None, 3)), "F"), ((4, 5, 6), "C"),
+                       ((None, 1, ..., slice(8, 1, -3)), "F")]:
+        want = ref[key]
+        buf = np.full(np.shape(want), -1, np.float32, order=order)
+        got = v.read(key, out=buf)
+        assert got is buf
+        np.testing.assert_array_equal(buf, want)
+    strided = np.zeros((20, 24, 10), np.float32)[:, ::2]  # not contiguous: filled through a copy
+    v.read(out=strided)
+    np.testing.assert_array_equal(strided, ref)
+    for bad in [np.zeros((20, 12), np.float32), np.zeros((20, 12, 10), np.float64), [0.0]]:
+        with pytest.raises(vds.InvalidArgumentError, match="out is"):
+            v.read(out=bad)
+    frozen = np.zeros((20, 12, 10), np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(vds.InvalidArgumentError, match="read-only"):
+        v.read(out=frozen)
+    ds.close()

@@ -1,0 +1,100 @@
+"""Dask: variables read as Dask arrays; vds.dask.store writes a Dask array
+from the workers of a LocalCluster (separate processes), each block into its
+own fragment, merged once; a killed worker never leaves a torn container."""
+
+import os
+
+import numpy as np
+import pytest
+
+import vds
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+import vds.dask  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    import sys
+
+    import cloudpickle
+    import dask
+
+    # The workers cannot import this test module: ship its functions by value.
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    # One failure of a task is retried, a second fails the computation (quicker than the default 3).
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}), distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=40) as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+def test_from_array_reads_with_threads(tmp_path, rng):
+    ref = rng.standard_normal((40, 30, 20)).astype(np.float32)
+    with vds.create(tmp_path / "r.vds", axes=[("a", 40), ("b", 30), ("c", 20)],
+                    variables={"v": {"dtype": "float32", "dims": ["a", "b", "c"], "chunks": [16, 16, 8]}}) as ds:
+        ds["v"][...] = ref
+    with vds.open(tmp_path / "r.vds") as ds:
+        d = da.from_array(ds["v"], chunks=ds["v"].chunks)
+        np.testing.assert_allclose(d.sum(axis=(1, 2)).compute(scheduler="threads"), ref.sum(axis=(1, 2)), rtol=1e-4)
+        np.testing.assert_array_equal(vds.dask.from_variable(ds["v"])[::-3, 5].compute(), ref[::-3, 5])
+
+
+def test_from_array_on_a_distributed_cluster(tmp_path, rng, client):
+    ref = rng.integers(-1000, 1000, (30, 20), dtype=np.int32)
+    with vds.create(tmp_path / "d.vds", axes=[("a", 30), ("b", 20)],
+                    variables={"v": {"dtype": "int32", "dims": ["a", "b"], "chunks": [8, 8]}}) as ds:
+        ds["v"][...] = ref
+    with vds.open(tmp_path / "d.vds") as ds:
+        d = da.from_array(ds["v"], chunks=(8, 8))  # pickled to the workers, reopened there
+        np.testing.assert_array_equal(client.compute(d).result(), ref)
+
+
+def test_store_from_worker_processes(tmp_path, rng, client):
+    ref = rng.standard_normal((50, 40, 12))
+    src = da.from_array(ref, chunks=(16, 20, 12))
+    path = tmp_path / "s.vds"
+    report = vds.dask.store(src, path, name="temp", dims=["x", "y", "z"], attrs={"from": "dask"})
+    assert len(report["merged"]) == 8 and report["skipped"] == []
+    with vds.open(path) as ds:
+        assert ds["temp"].chunks == (16, 20, 12) and ds.attrs["from"] == "dask"
+        np.testing.assert_array_equal(ds["temp"][...], ref)
+        assert ds.verify()["ok"]
+    report = vds.dask.store(src * 2, tmp_path / "f.vds", overwrite=True, fold=True)
+    assert [n for n in os.listdir(tmp_path) if n.startswith("f.vds.")] == []
+    with vds.open(tmp_path / "f.vds") as ds:
+        np.testing.assert_array_equal(ds["data"][...], ref * 2)
+
+
+def _kill_once(block, marker):
+    # The first task to get here kills its worker process mid-store.
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL)
+    except FileExistsError:
+        return block
+    os.close(fd)
+    os._exit(1)
+
+
+def _kill_always(block):
+    os._exit(1)
+
+
+def test_a_killed_worker_leaves_no_torn_container(tmp_path, rng, client):
+    ref = rng.standard_normal((48, 16)).astype(np.float32)
+    src = da.from_array(ref, chunks=(8, 16))
+    # Killed once: Dask reruns the task elsewhere, into a fresh fragment; the result is whole.
+    path = tmp_path / "k.vds"
+    report = vds.dask.store(src.map_blocks(_kill_once, str(tmp_path / "marker"), meta=np.array((), src.dtype)), path)
+    assert len(report["merged"]) == 6 and (tmp_path / "marker").exists()  # a worker did die
+    with vds.open(path) as ds:
+        np.testing.assert_array_equal(ds["data"][...], ref)
+    # The killed attempt's unsealed fragment is removed; the merged ones are the container's slots.
+    assert sorted(n for n in os.listdir(tmp_path) if n.startswith("k.vds.")) == sorted(report["merged"])
+    # Killed every time: the store fails and the container stays at its first commit (all fill).
+    path = tmp_path / "dead.vds"
+    with pytest.raises(Exception):
+        vds.dask.store(src.map_blocks(_kill_always, meta=np.array((), src.dtype)), path)
+    with vds.open(path) as ds:
+        assert ds.commit_sequence == 1 and ds.verify()["ok"]
+        np.testing.assert_array_equal(ds["data"][...], np.zeros_like(ref))

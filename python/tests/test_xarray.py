@@ -1,0 +1,133 @@
+"""xarray: the vds backend (lazy, coordinates, units, attributes, preferred
+chunks) and vds.from_xarray on netCDF and HDF5 files written here by
+netCDF4 and h5py, compared value for value with what xarray reads from them."""
+
+import numpy as np
+import pytest
+
+import vds
+
+xr = pytest.importorskip("xarray")
+
+
+def make_vds(tmp_path, rng):
+    ref = rng.standard_normal((20, 12, 10)).astype(np.float32)
+    path = tmp_path / "x.vds"
+    with vds.create(path, axes=[("inline", 20), {"name": "crossline", "size": 12, "unit": "m", "first": 100.0, "last": 155.0},
+                                {"name": "time", "size": 10, "unit": "ms", "first": 0.0, "last": 36.0}],
+                    variables={"amp": {"dtype": "float32", "dims": ["inline", "crossline", "time"], "chunks": [8, 4, 5],
+                                       "unit": "Pa", "attrs": {"long_name": "amplitude"}},
+                               "depth": {"dtype": "int32", "dims": ["inline", "crossline"], "chunks": [10, 6]}},
+                    attrs={"survey": "x"}) as ds:
+        ds["amp"][...] = ref
+        ds["depth"][...] = np.arange(240, dtype=np.int32).reshape(20, 12)
+    return path, ref
+
+
+def test_open_dataset_engine_vds(tmp_path, rng):
+    path, ref = make_vds(tmp_path, rng)
+    with xr.open_dataset(path, engine="vds") as x:
+        assert x.attrs == {"survey": "x"}
+        amp = x["amp"]
+        assert amp.dims == ("inline", "crossline", "time") and amp.attrs["units"] == "Pa"
+        assert amp.attrs["long_name"] == "amplitude"
+        assert amp.encoding["preferred_chunks"] == {"inline": 8, "crossline": 4, "time": 5}
+        assert not amp.variable._in_memory  # lazy: nothing read at open
+        np.testing.assert_allclose(x["crossline"].values, np.linspace(100.0, 155.0, 12))
+        assert x["time"].attrs["units"] == "ms"
+        np.testing.assert_array_equal(amp.isel(inline=3, time=slice(None, None, -2)).values, ref[3, :, ::-2])
+        np.testing.assert_array_equal(amp.sel(crossline=105.0).values, ref[:, 1, :])
+        np.testing.assert_array_equal(x["depth"].values, np.arange(240).reshape(20, 12))
+    # Guessed from the file's first line, whatever its name.
+    other = tmp_path / "renamed.dat"
+    other.write_bytes(path.read_bytes())
+    with xr.open_dataset(other) as x:
+        np.testing.assert_array_equal(x["amp"].values, ref)
+
+
+def test_chunks_align_with_storage(tmp_path, rng):
+    pytest.importorskip("dask")
+    path, ref = make_vds(tmp_path, rng)
+    with xr.open_dataset(path, engine="vds", chunks={}) as x:
+        assert x["amp"].chunks == ((8, 8, 4), (4, 4, 4), (5, 5))
+        np.testing.assert_allclose(x["amp"].mean("time").values, ref.mean(axis=2), rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(x["amp"][2:9, ::-1].values, ref[2:9, ::-1])
+
+
+def compare(src, got):
+    """Two xarray Datasets hold the same variables, values, coordinates and attributes."""
+    assert set(src.data_vars) == set(got.data_vars)
+    for name in src.data_vars:
+        a, b = src[name], got[name]
+        assert a.dims == b.dims and a.dtype == b.dtype, name
+        np.testing.assert_array_equal(a.values, b.values, err_msg=name)
+        for k, v in a.attrs.items():
+            np.testing.assert_array_equal(np.asarray(b.attrs[k]), np.asarray(v), err_msg=f"{name}.{k}")
+    for name in src.coords:
+        np.testing.assert_allclose(src[name].values, got[name].values, rtol=1e-12, err_msg=name)
+    for k, v in src.attrs.items():
+        np.testing.assert_array_equal(np.asarray(got.attrs[k]), np.asarray(v), err_msg=k)
+
+
+def test_from_xarray_netcdf(tmp_path, rng):
+    netCDF4 = pytest.importorskip("netCDF4")
+    nc = tmp_path / "in.nc"
+    temp = rng.standard_normal((6, 9, 11)).astype(np.float32)
+    with netCDF4.Dataset(nc, "w") as f:
+        f.title = "synthetic"
+        f.version = np.int32(3)
+        for d, n in zip(("time", "lat", "lon"), temp.shape):
+            f.createDimension(d, n)
+        t = f.createVariable("time", "i4", ("time",))
+        t[:] = [0, 6, 12, 24, 48, 96]  # uneven: kept as a variable
+        t.units = "hours"
+        la = f.createVariable("lat", "f8", ("lat",))
+        la[:] = np.linspace(-40.0, 40.0, 9)
+        la.units = "degrees_north"
+        lo = f.createVariable("lon", "f8", ("lon",))
+        lo[:] = np.linspace(0.0, 50.0, 11)
+        v = f.createVariable("temp", "f4", ("time", "lat", "lon"), chunksizes=(1, 9, 11))
+        v[:] = temp
+        v.units = "K"
+        v.scale_note = "raw"
+        c = f.createVariable("count", "u2", ("lat", "lon"))
+        c[:] = rng.integers(0, 60000, (9, 11))
+    with xr.open_dataset(nc, decode_times=False) as src:
+        out = vds.from_xarray(src, tmp_path / "nc.vds", overwrite=True)
+        with vds.open(out) as ds:
+            assert ds["temp"].chunks == (1, 9, 11) and ds["temp"].unit == "K"
+            assert ds.axes["lat"].unit == "degrees_north"
+        with xr.open_dataset(out, engine="vds") as got:
+            compare(src, got)
+
+
+def test_from_xarray_hdf5(tmp_path, rng):
+    h5py = pytest.importorskip("h5py")
+    h5 = tmp_path / "in.h5"
+    depth = rng.standard_normal((16, 12)).astype(np.float64)
+    mask = rng.integers(0, 2, (16, 12)).astype(bool)
+    with h5py.File(h5, "w") as f:
+        f.attrs["source"] = "h5py"
+        y = f.create_dataset("y", data=np.linspace(0.0, 15.0, 16))
+        x = f.create_dataset("x", data=np.arange(12, dtype=np.int64) * 25)
+        y.make_scale("y")
+        x.make_scale("x")
+        d = f.create_dataset("depth", data=depth, chunks=(8, 6))
+        d.attrs["units"] = "m"
+        m = f.create_dataset("valid", data=mask.astype(np.int8))
+        for ds_ in (d, m):
+            ds_.dims[0].attach_scale(y)
+            ds_.dims[1].attach_scale(x)
+    with xr.open_dataset(h5, engine="netcdf4") as src:
+        out = vds.from_xarray(src, tmp_path / "h5.vds", chunks={"y": 4}, codec=("deflate", 6), overwrite=True)
+        with vds.open(out) as ds:
+            assert ds["depth"].chunks == (4, 12) and ds["depth"].codec["id"] == "deflate"
+        with xr.open_dataset(out, engine="vds") as got:
+            compare(src, got)
+            assert got["x"].dtype == np.int64
+
+
+def test_from_xarray_refuses_what_it_cannot_store(tmp_path):
+    x = xr.Dataset({"s": ("n", np.array(["a", "b"]))})
+    with pytest.raises(TypeError, match="'s'"):
+        vds.from_xarray(x, tmp_path / "bad.vds")

@@ -1,0 +1,235 @@
+"""libvds for Python: chunked N-dimensional arrays in one crash-safe, checksummed file.
+
+    import numpy as np, vds
+
+    with vds.create("survey.vds",
+                    axes=[("inline", 100), ("crossline", 80), {"name": "time", "size": 60, "unit": "ms", "last": 236.0}],
+                    variables={"amplitude": {"dtype": "float32", "dims": ["inline", "crossline", "time"],
+                                             "chunks": [32, 32, 32], "codec": "zstd"}},
+                    attrs={"survey": "quickstart"}) as ds:
+        ds["amplitude"][...] = np.random.default_rng(0).standard_normal((100, 80, 60), np.float32)
+
+    with vds.open("survey.vds") as ds:
+        amp = ds["amplitude"]
+        plane = amp[42]              # NumPy basic indexing; a new C-order array
+        trace = amp[3, -1, ::-2]     # negative indices and steps
+        whole = np.asarray(amp)
+
+Every libvds error is raised as a subclass of :class:`vds.errors.VdsError`
+carrying the library's message. Reads and writes release the GIL, so
+threads read one dataset in parallel.
+"""
+
+import json
+import math
+import os
+
+import numpy as np
+
+from . import _vds, errors
+from ._dataset import DEFAULT_MEMORY_LIMIT, Attributes, Axis, Dataset, Variable, _json
+from .errors import (
+    AlreadyExistsError,
+    ClosedError,
+    CorruptFileError,
+    InternalError,
+    InvalidArgumentError,
+    LockedError,
+    NotFoundError,
+    OutOfMemoryError,
+    OutOfRangeError,
+    PoisonedError,
+    ReadOnlyError,
+    TypeMismatchError,
+    UnsupportedError,
+    VdsError,
+    VdsIOError,
+)
+
+__version__ = _vds.__version__
+#: The newest format version this build writes, (major, minor).
+FORMAT_VERSION = tuple(_vds.FORMAT_VERSION)
+
+__all__ = [
+    "open", "create", "fragment", "recover", "from_xarray", "Dataset", "Variable", "Axis", "Attributes", "errors",
+    "VdsError", "InvalidArgumentError", "NotFoundError", "AlreadyExistsError", "CorruptFileError", "VdsIOError",
+    "UnsupportedError", "TypeMismatchError", "OutOfRangeError", "ReadOnlyError", "LockedError", "OutOfMemoryError",
+    "PoisonedError", "ClosedError", "InternalError", "DEFAULT_MEMORY_LIMIT", "FORMAT_VERSION",
+]
+
+_MODES = {"r": False, "r+": True}
+
+
+def open(path, mode="r", *, sync=True, memory_limit=None, cache_size=None, allow_external_paths=False):  # noqa: A001
+    """Opens the container at ``path``.
+
+    ``mode``: ``"r"`` (read-only, any number of readers) or ``"r+"`` (read
+    and write; takes the file's writer lock, so a second writer gets
+    :class:`LockedError`). ``sync=False`` skips fsync at commit (scratch
+    files). ``memory_limit`` caps every buffer a read or write allocates
+    (default 1 GiB); ``cache_size`` bounds the decoded-chunk cache (default
+    64 MiB). ``allow_external_paths`` lets external-file names leave the
+    container's directory (off: they come from the file).
+
+    Raises :class:`NotFoundError` (also a FileNotFoundError),
+    :class:`CorruptFileError`, :class:`UnsupportedError`, :class:`LockedError`.
+    """
+    if mode not in _MODES:
+        raise InvalidArgumentError(f"mode must be 'r' or 'r+', not {mode!r} (vds.create makes a new file)")
+    options = {"sync": sync, "memory_limit": memory_limit, "cache_size": cache_size, "allow_external_paths": allow_external_paths}
+    core = _vds.open(os.fspath(path), _MODES[mode], sync, memory_limit, cache_size, allow_external_paths)
+    return Dataset(core, path, mode, options)
+
+
+def fragment(path, name):
+    """Opens the container at ``path`` to write the fragment file ``name`` beside it.
+
+    For parallel writers (processes, Dask tasks, MPI ranks): each writes its
+    part into its own fragment, with no lock between them; closing the
+    returned dataset seals the fragment, and one
+    :meth:`Dataset.merge_fragments` adopts them all atomically. Give each
+    writer whole chunks: fragments holding the same chunk are refused.
+    """
+    core = _vds.create_fragment(os.fspath(path), name)
+    return Dataset(core, path, "fragment", {})
+
+
+def from_xarray(dataset, path, chunks=None, codec="zstd", overwrite=False, sync=True):
+    """Writes an xarray Dataset (so any netCDF, HDF5, GRIB or Zarr file xarray opens) to a new container.
+
+    Dimensions become axes, with evenly spaced float coordinates as the
+    axes' first and last values and other coordinates kept as variables;
+    data variables keep their dtype, ``units`` and attributes. ``chunks``: a
+    dict from dimension to chunk size, one size, or None (the variables'
+    own chunking). ``codec`` as in :func:`create`. Needs xarray. Returns ``path``.
+    """
+    from .xarray_backend import from_xarray as write
+
+    return write(dataset, path, chunks=chunks, codec=codec, overwrite=overwrite, sync=sync)
+
+
+def recover(path):
+    """Rolls a container whose newest commit is damaged back to its older commit.
+
+    Returns ``(damaged, commit)``: the damaged commit's number (None when the
+    newest commit was intact and nothing was written) and the commit the file shows.
+    """
+    return _vds.recover(os.fspath(path))
+
+
+def _scalar(x):
+    """A fill value or no-value as JSON: numbers, booleans, and non-finite floats as strings."""
+    if x is None:
+        return None
+    if hasattr(x, "item"):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+    return x
+
+
+def _axis_spec(a):
+    if isinstance(a, Axis):
+        a = {"name": a.name, "size": a.size, "unit": a.unit, "first": a.first, "last": a.last,
+             "growable": a.growable, "max_size": a.max_size}
+    if isinstance(a, (tuple, list)):
+        if len(a) != 2:
+            raise InvalidArgumentError(f"an axis is (name, size) or a dict; got {a!r}")
+        a = {"name": a[0], "size": a[1]}
+    if not isinstance(a, dict):
+        raise InvalidArgumentError(f"an axis is (name, size) or a dict; got {a!r}")
+    known = {"name", "size", "unit", "first", "last", "growable", "max_size"}
+    if set(a) - known:
+        raise InvalidArgumentError(f"axis {a.get('name')!r}: unknown keys {sorted(set(a) - known)} (known: {sorted(known)})")
+    return {"name": a["name"], "samples": int(a["size"]), "unit": a.get("unit", ""), "first": a.get("first"),
+            "last": a.get("last"), "growable": bool(a.get("growable", False) or a.get("max_size") is not None),
+            "max_samples": a.get("max_size")}
+
+
+def _codec_spec(c):
+    if c is None or c == "none":
+        return {"id": "none"}
+    if isinstance(c, str):
+        return {"id": c}
+    if isinstance(c, (tuple, list)) and len(c) == 2:
+        return {"id": c[0], "level": c[1]}
+    if isinstance(c, dict):
+        return dict(c)
+    raise InvalidArgumentError(f"codec {c!r}: expected None, 'deflate', 'zstd', (name, level) or a dict")
+
+
+_VAR_KEYS = {"dtype", "dims", "chunks", "codec", "fill_value", "unit", "attrs", "lods", "lod_axes", "lod_method",
+             "partitionings", "no_value", "quantization", "margin", "mask"}
+
+
+def _variable_spec(name, v):
+    if set(v) - _VAR_KEYS:
+        raise InvalidArgumentError(f"variable {name!r}: unknown keys {sorted(set(v) - _VAR_KEYS)} (known: {sorted(_VAR_KEYS)})")
+    q = v.get("quantization")
+    if q is not None:
+        q = {"storage": np.dtype(q[0]).name, "min": float(q[1]), "max": float(q[2])} if isinstance(q, (tuple, list)) else dict(q)
+    margin = v.get("margin")
+    return {
+        "name": name,
+        "dtype": np.dtype(v["dtype"]).name,
+        "axes": list(v["dims"]),
+        "chunks": None if v.get("chunks") is None else [int(c) for c in v["chunks"]],
+        "codec": _codec_spec(v.get("codec")),
+        "fill_value": _scalar(v.get("fill_value")),
+        "unit": v.get("unit", ""),
+        "attrs": json.loads(_json(v.get("attrs") or {})),
+        "lods": None if not v.get("lods") else {"levels": int(v["lods"]), "axes": list(v.get("lod_axes", [])),
+                                                  "method": v.get("lod_method", "average")},
+        "partitionings": [[int(c) for c in p] for p in v.get("partitionings", [])],
+        "no_value": _scalar(v.get("no_value")),
+        "quantization": q,
+        "margin": None if margin is None else ([margin, margin] if isinstance(margin, int) else list(margin)),
+        "mask": bool(v.get("mask", False)),
+    }
+
+
+def create(path, axes, variables, attrs=None, *, overwrite=False, sync=True, slots=(), memory_limit=None, cache_size=None):
+    """Creates a container and returns it open for writing (mode ``"r+"``).
+
+    ``axes``: a sequence of ``(name, size)`` pairs or dicts with ``name``,
+    ``size`` and optionally ``unit``, ``first`` and ``last`` (the coordinates
+    of the first and last samples; default 0 and size - 1), ``growable``
+    and ``max_size`` (growable axes can be resized and appended to).
+
+    ``variables``: a dict from name to a dict with ``dtype`` (int8 to
+    uint64, float32, float64, bool) and ``dims`` (axis names, slowest
+    first), and optionally ``chunks``, ``codec`` (None, ``"deflate"``,
+    ``"zstd"``, ``("zstd", level)`` or ``{"id", "level", "shuffle"}``),
+    ``fill_value``, ``unit``, ``attrs``, ``lods`` (levels of detail,
+    with ``lod_axes`` and ``lod_method`` "average" or "nearest"),
+    ``partitionings`` (further chunk shapes, such as 2-D tiles), ``no_value``,
+    ``quantization`` (``(storage dtype, min, max)``), ``margin`` and ``mask``
+    (keep a missing-value mask). A sequence of dicts each with a ``name``
+    works too.
+
+    ``attrs``: the dataset's attributes (JSON values). ``overwrite`` replaces
+    an existing file (else :class:`AlreadyExistsError`); ``slots`` names
+    external data files beside the container.
+    """
+    if isinstance(variables, dict):
+        items = list(variables.items())
+    else:
+        items = []
+        for v in variables:
+            v = dict(v)
+            items.append((v.pop("name"), v))
+    spec = {
+        "axes": [_axis_spec(a) for a in axes],
+        "variables": [_variable_spec(n, v) for n, v in items],
+        "attrs": json.loads(_json(attrs or {})),
+        "overwrite": bool(overwrite),
+        "sync": bool(sync),
+        "slots": list(slots),
+    }
+    core = _vds.create(os.fspath(path), json.dumps(spec))
+    if memory_limit is not None:
+        core.set_memory_limit(memory_limit)
+    if cache_size is not None:
+        core.set_cache_size(cache_size)
+    options = {"sync": sync, "memory_limit": memory_limit, "cache_size": cache_size, "allow_external_paths": False}
+    return Dataset(core, path, "r+", options)

@@ -1,0 +1,686 @@
+"""Dataset and Variable: the h5py/zarr-style layer over the compiled core."""
+
+import json
+import math
+import os
+import uuid
+from collections.abc import Mapping, MutableMapping
+
+import numpy as np
+
+from . import _vds
+from ._indexing import select
+from .errors import InvalidArgumentError, OutOfMemoryError, OutOfRangeError, ReadOnlyError, TypeMismatchError
+
+#: The default memory limit of a dataset (as libvds's): no read or write allocates more.
+DEFAULT_MEMORY_LIMIT = 1 << 30
+
+# NumPy dtypes by libvds type name, made once: np.dtype(name) costs microseconds per call.
+_DTYPES = {n: np.dtype(n) for n in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                                    "float32", "float64", "bool")}
+
+
+def _json(value):
+    """JSON text of an attribute value; NumPy scalars and arrays become numbers and lists."""
+
+    def plain(x):
+        if isinstance(x, (np.generic, np.ndarray)):
+            return x.tolist()
+        raise TypeError(f"attribute values must be JSON values (numbers, strings, lists, dicts); got {type(x).__name__}")
+
+    try:
+        return json.dumps(value, default=plain, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise InvalidArgumentError(f"attribute value {value!r}: {e}") from None
+
+
+class Axis:
+    """One axis of a dataset: its name, unit, size and sample coordinates.
+
+    ``values`` are the coordinates of its samples, evenly spaced from ``first``
+    to ``last`` (as a NumPy array); ``growable`` axes can be resized, up to
+    ``max_size`` (None: unbounded).
+    """
+
+    __slots__ = ("name", "unit", "size", "first", "last", "growable", "max_size")
+
+    def __init__(self, d):
+        self.name = d["name"]
+        self.unit = d["unit"]
+        self.size = d["samples"]
+        self.first = d["first"]
+        self.last = d["last"]
+        self.growable = d["growable"]
+        self.max_size = d["max_samples"]
+
+    @property
+    def values(self):
+        """The coordinates of the samples: ``size`` values evenly spaced from ``first`` to ``last``."""
+        return np.linspace(self.first, self.last, self.size)
+
+    def __len__(self):
+        return self.size
+
+    def __eq__(self, other):
+        return isinstance(other, Axis) and all(getattr(self, k) == getattr(other, k) for k in Axis.__slots__)
+
+    def __repr__(self):
+        unit = f" {self.unit}" if self.unit else ""
+        grow = ", growable" if self.growable else ""
+        return f"<vds.Axis {self.name!r}: {self.size} samples, {self.first}..{self.last}{unit}{grow}>"
+
+
+class Attributes(MutableMapping):
+    """The attributes of a dataset or a variable: a mutable mapping of JSON values.
+
+    Changes are written with the data: they become durable at the next
+    ``commit()`` (or ``close()``) and are discarded by ``rollback()``.
+    """
+
+    def __init__(self, ds, var):
+        self._ds = ds
+        self._var = var
+
+    def _all(self):
+        return json.loads(self._ds._core.attributes(self._var))
+
+    def __getitem__(self, key):
+        return self._all()[key]
+
+    def __setitem__(self, key, value):
+        if not isinstance(key, str):
+            raise InvalidArgumentError(f"attribute names are strings; got {key!r}")
+        self._ds._core.set_attribute(self._var, key, _json(value))
+
+    def __delitem__(self, key):
+        if key not in self._all():
+            raise KeyError(key)
+        self._ds._core.set_attribute(self._var, key, None)
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __len__(self):
+        return len(self._all())
+
+    def __repr__(self):
+        return f"<vds.Attributes {self._all()!r}>"
+
+
+def _reopen(path, mode, options):
+    """Reopens a pickled dataset (see Dataset.__reduce__)."""
+    from . import open as open_
+
+    return open_(path, mode, **options)
+
+
+class Dataset(Mapping):
+    """An open container: a mapping from variable names to :class:`Variable`.
+
+    Made by :func:`vds.open`, :func:`vds.create` or :func:`vds.fragment`. Use it
+    as a context manager: leaving the block commits and closes, or, after an
+    exception, rolls back and closes. Changes (writes, attributes, resizes)
+    become durable and visible to other handles at :meth:`commit`; closing
+    without committing (``close(commit=False)``, or dropping the object)
+    leaves the file at its last commit.
+
+    A dataset pickles as (path, mode, options) and reopens when unpickled, so
+    Dask's process and distributed schedulers can ship it.
+    """
+
+    def __init__(self, core, path, mode, options):
+        self._core = core
+        self._path = os.fspath(path)
+        self._mode = mode
+        self._options = options
+        self._meta = None
+        self._limit = options.get("memory_limit") or DEFAULT_MEMORY_LIMIT
+
+    # --- what is inside -------------------------------------------------------------
+
+    def _vars(self):
+        """(per variable: (NumPy dtype, shapes of its levels of detail); name -> index), fetched
+        once and kept until a change of shapes. Only what reads need: opening a file and reading
+        it stays cheap; the rest (`_info`, `_axes`) is fetched on first use."""
+        if self._meta is None:
+            layout = self._core.layout()
+            self._meta = ([(_DTYPES[dt], [tuple(s) for s in lods]) for _, dt, lods in layout],
+                          {name: i for i, (name, _, _) in enumerate(layout)}, None, None)
+        return self._meta
+
+    def _info(self, index):
+        """The full description of variable ``index`` (a dict), fetched on first use."""
+        fast, names, infos, axes = self._vars()
+        if infos is None:
+            infos = self._core.variables()
+            self._meta = (fast, names, infos, axes)
+        return infos[index]
+
+    def _axes(self):
+        """The Axis objects, fetched on first use (opening and reading need none)."""
+        fast, names, infos, axes = self._vars()
+        if axes is None:
+            axes = [Axis(a) for a in self._core.axes()]
+            self._meta = (fast, names, infos, axes)
+        return axes
+
+    def _changed(self):
+        """Forgets the cached metadata after a change of shapes or variables."""
+        self._meta = None
+
+    @property
+    def path(self):
+        """The container's path."""
+        return self._path
+
+    @property
+    def mode(self):
+        """``"r"``, ``"r+"`` or ``"fragment"``."""
+        return self._mode
+
+    @property
+    def closed(self):
+        """Whether the dataset is closed."""
+        return self._core.closed
+
+    @property
+    def writable(self):
+        """Whether the dataset can be written."""
+        return self._core.writable
+
+    @property
+    def axes(self):
+        """The dataset's axes, as a dict from name to :class:`Axis`, in order."""
+        return {a.name: a for a in self._axes()}
+
+    @property
+    def attrs(self):
+        """The dataset's attributes (a mutable mapping, committed with the data)."""
+        return Attributes(self, None)
+
+    @property
+    def commit_sequence(self):
+        """The number of the last commit (1 for a new file)."""
+        return self._core.commit_sequence
+
+    @property
+    def format_version(self):
+        """The format version of the file, (major, minor)."""
+        return self._core.format_version
+
+    def descriptor(self):
+        """The JSON descriptor (SPEC.md section 3) as a dict."""
+        return json.loads(self._core.descriptor_json())
+
+    def __getitem__(self, name):
+        index = self._vars()[1].get(name)
+        if index is None:
+            raise KeyError(f"no variable {name!r} in {self._path} (variables: {', '.join(self._vars()[1]) or 'none'})")
+        return Variable(self, index, name)
+
+    def __iter__(self):
+        return iter(self._vars()[1])
+
+    def __len__(self):
+        return len(self._vars()[0])
+
+    def __repr__(self):
+        if self.closed:
+            return f"<vds.Dataset {self._path!r} (closed)>"
+        axes = ", ".join(f"{a.name}={a.size}" for a in self._axes())
+        return f"<vds.Dataset {self._path!r} mode {self._mode!r}: axes {axes}; variables {', '.join(self)}>"
+
+    # --- changes --------------------------------------------------------------------
+
+    def resize(self, axis, size):
+        """Sets the number of samples of the growable ``axis`` (a name); samples added read as the fill value."""
+        if not isinstance(size, (int, np.integer)) or size < 0:
+            raise InvalidArgumentError(f"axis {axis!r}: the new size must be a non-negative integer, not {size!r}")
+        self._core.resize_axis(axis, int(size))
+        self._changed()
+
+    def commit(self):
+        """Makes every change since the last commit durable and visible, atomically."""
+        self._core.commit()
+        self._changed()
+
+    def rollback(self):
+        """Discards every change since the last commit: the dataset returns to what the file holds."""
+        self._core.rollback()
+        self._changed()
+
+    def close(self, commit=True):
+        """Commits (if writable and ``commit``) and closes. Closing twice does nothing."""
+        self._core.close(commit)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, tb):
+        if kind is not None and not self.closed and self.writable:
+            self._core.rollback()  # an exception: do not commit half the work
+            self.close(commit=False)
+        else:
+            self.close()
+
+    def verify(self):
+        """Checks every checksum and structure of the current commit.
+
+        Returns a dict: ``ok``, ``problems`` (one message per damaged
+        structure, naming it and its offset), ``commit``, ``chunks``,
+        ``index_pages``, ``live_bytes``, ``file_bytes``, ``reclaimable_bytes``.
+        Damage is reported there rather than raised; errors that stop the
+        check itself raise.
+        """
+        return self._core.verify()
+
+    def compact(self, mode="keep"):
+        """Rewrites the container without dead space, crash-safely; returns (bytes before, bytes after).
+
+        ``mode``: ``"keep"`` (external chunks stay in their files), ``"fold"``
+        (copied into the container) or ``"into_slots"`` (the container's chunks
+        move to the slots of the slot policy).
+        """
+        before, after, _ = self._core.compact(mode)
+        self._changed()
+        return before, after
+
+    def merge_fragments(self, names):
+        """Adopts the sealed fragments ``names`` (files beside the container) in one atomic commit.
+
+        Returns a dict: ``merged`` (names), ``skipped`` ((name, reason) for
+        fragments never sealed, such as a crashed worker's, or merged before)
+        and ``chunks`` (index entries adopted). Overlapping fragments are
+        refused and nothing is merged.
+        """
+        merged, skipped, chunks = self._core.merge_fragments([os.fspath(n) for n in names])
+        self._changed()
+        return {"merged": merged, "skipped": skipped, "chunks": chunks}
+
+    def add_external_slot(self, name):
+        """Adds an external data file ``name`` beside the container; returns its slot number."""
+        return self._core.add_external_slot(name)
+
+    def set_slot_policy(self, policy, slots, max_bytes=0):
+        """Routes new stored chunks: ``"fixed"``, ``"round_robin"``, ``"by_size"`` or ``"by_variable"`` over slot numbers."""
+        self._core.set_slot_policy(policy, list(slots), max_bytes)
+
+    def set_cache_size(self, nbytes):
+        """Bounds the decoded-chunk cache and the write-back buffer of partly written chunks (0 turns both off)."""
+        self._core.set_cache_size(nbytes)
+
+    @property
+    def stored_bytes_read(self):
+        """Stored chunk bytes read from files (not from the cache) since the dataset was opened."""
+        return self._core.stored_bytes_read
+
+    def __reduce__(self):
+        if self._mode == "fragment":
+            raise TypeError("a fragment being written cannot be pickled; open a fragment in each worker with vds.fragment")
+        return (_reopen, (self._path, self._mode, self._options))
+
+    def _check_alloc(self, nbytes):
+        if nbytes > self._limit:
+            raise OutOfMemoryError(
+                f"a selection of {nbytes} bytes exceeds the memory limit of {self._limit} bytes "
+                "(read less at a time, or open with a larger memory_limit=)"
+            )
+
+
+class Variable:
+    """A variable (channel) of a dataset, indexed like a NumPy array.
+
+    ``var[...]`` reads with NumPy basic indexing (integers, negative indices,
+    slices with any step, ``...``, ``None``) and returns a new C-order array;
+    ``var[...] = x`` writes, broadcasting ``x`` as NumPy does. ``np.asarray(var)``
+    reads it all. ``lod(k)`` is level of detail k (read-only), ``mask`` the
+    missing-value mask, ``stored`` a quantized variable's stored integers.
+    """
+
+    def __init__(self, ds, index, name, lod=0):
+        self._ds = ds
+        self._index = index
+        self._name = name
+        self._lod = lod
+
+    def _info(self):
+        return self._ds._info(self._index)
+
+    @property
+    def name(self):
+        """The variable's name."""
+        return self._name
+
+    @property
+    def dataset(self):
+        """The :class:`Dataset` holding the variable."""
+        return self._ds
+
+    @property
+    def dtype(self):
+        """The NumPy dtype of its values (for a quantized variable, the values', not the stored integers')."""
+        return self._ds._vars()[0][self._index][0]
+
+    @property
+    def shape(self):
+        """The extent along each axis (at this level of detail)."""
+        return self._ds._vars()[0][self._index][1][self._lod]
+
+    @property
+    def ndim(self):
+        """The number of axes."""
+        return len(self.shape)
+
+    @property
+    def size(self):
+        """The number of values."""
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self):
+        """Bytes of all the values in memory."""
+        return self.size * self.dtype.itemsize
+
+    def __len__(self):
+        return self.shape[0]
+
+    @property
+    def chunks(self):
+        """The chunk shape (of the first partitioning)."""
+        return tuple(self._info()["chunks"])
+
+    @property
+    def dims(self):
+        """The names of its axes, slowest first."""
+        axes = self._ds._axes()
+        return tuple(axes[i].name for i in self._info()["axes"])
+
+    @property
+    def axes(self):
+        """Its axes, a dict from name to :class:`Axis` (``axes[name].values`` are the coordinates)."""
+        axes = self._ds._axes()
+        return {axes[i].name: axes[i] for i in self._info()["axes"]}
+
+    @property
+    def unit(self):
+        """The unit of its values (may be empty)."""
+        return self._info()["unit"]
+
+    @property
+    def attrs(self):
+        """The variable's attributes (a mutable mapping, committed with the data)."""
+        return Attributes(self._ds, self._index)
+
+    @property
+    def fill_value(self):
+        """The value read where nothing was written, as a NumPy scalar of ``dtype``."""
+        return self.dtype.type(self._info()["fill_value"])
+
+    @property
+    def no_value(self):
+        """The value marking a missing sample, or None."""
+        nv = self._info()["no_value"]
+        return None if nv is None else self.dtype.type(nv)
+
+    @property
+    def codec(self):
+        """The codec of new chunks: a dict with ``id`` ("none", "deflate", "zstd"), ``level`` and ``shuffle``."""
+        return dict(self._info()["codec"])
+
+    @property
+    def levels(self):
+        """The number of levels of detail (1: level 0 only)."""
+        return len(self._ds._vars()[0][self._index][1])
+
+    @property
+    def partitionings(self):
+        """The chunk shape of every partitioning (the first is ``chunks``)."""
+        return [tuple(p) for p in self._info()["partitionings"]]
+
+    @property
+    def quantization(self):
+        """How values are stored as integers: a dict (``storage``, ``min``, ``max``), or None."""
+        q = self._info()["quantization"]
+        return None if q is None else dict(q)
+
+    @property
+    def has_mask(self):
+        """Whether the variable keeps a missing-value mask."""
+        return self._info()["mask"]
+
+    def __repr__(self):
+        lod = f" lod {self._lod}" if self._lod else ""
+        dims = ", ".join(f"{d}={n}" for d, n in zip(self.dims, self.shape))
+        return f"<vds.Variable {self._name!r}{lod}: {self.dtype} [{dims}], chunks {self.chunks}, {self.codec['id']}>"
+
+    def __reduce__(self):
+        return (_variable, (self._ds, self._name, self._lod))
+
+    def __dask_tokenize__(self):
+        # Read-only, the same variable at the same commit holds the same values;
+        # a writable one may change without a commit, so it is never equal to another.
+        ds = self._ds
+        if ds.mode != "r":
+            return ("vds.Variable", uuid.uuid4().hex)
+        return ("vds.Variable", os.path.abspath(ds.path), self._name, self._lod, ds.commit_sequence)
+
+    # --- reading --------------------------------------------------------------------
+
+    def _read(self, key, order, dtype, out=None):
+        if order not in ("C", "F"):
+            raise InvalidArgumentError(f"order must be 'C' or 'F', not {order!r}")
+        sel = select(key, self._ds._vars()[0][self._index][1][self._lod])
+        if out is not None:
+            return self._read_into(sel, dtype, out)
+        return self._read_box(sel, dtype, order)
+
+    def _read_into(self, sel, dtype, out):
+        """Reads selection ``sel`` into the caller's array ``out`` (straight into it when it is
+        contiguous and the selection reverses no axis); returns ``out``."""
+        if not isinstance(out, np.ndarray) or out.shape != sel.shape or out.dtype != dtype:
+            got = f"{out.dtype}{list(out.shape)}" if isinstance(out, np.ndarray) else type(out).__name__
+            raise InvalidArgumentError(f"out is {got}; the selection is {dtype}{list(sel.shape)}")
+        if not out.flags.writeable:
+            raise InvalidArgumentError("out is read-only")
+        if sel.empty:
+            return out
+        if not sel.flip and (out.flags.c_contiguous or out.flags.f_contiguous):
+            self._ds._core.read(self._index, self._lod, sel.start, sel.step, out.reshape(sel.count, order="A"))
+        else:
+            out[...] = self._read_box(sel, dtype)
+        return out
+
+    def _read_box(self, sel, dtype, order="C"):
+        """The result of selection ``sel`` in a new array in ``order``."""
+        ds = self._ds
+        ds._check_alloc(math.prod(sel.count) * dtype.itemsize)
+        box = np.empty(sel.count, dtype=dtype, order=order)
+        if not sel.empty:
+            ds._core.read(self._index, self._lod, sel.start, sel.step, box)
+        return sel.finish(box, order)
+
+    def __getitem__(self, key):
+        return self._read(key, "C", self._ds._vars()[0][self._index][0])
+
+    def read(self, key=(), order="C", out=None):
+        """Reads ``self[key]`` (everything by default) into a new array in ``order``: ``"C"`` or ``"F"`` (Fortran).
+
+        With ``out`` (an array of the selection's shape and the variable's dtype), reads into it
+        instead and returns it: straight into its memory when it is C or Fortran contiguous and
+        no step is negative, so repeated reads reuse one buffer.
+        """
+        return self._read(key, order, self.dtype, out)
+
+    def __array__(self, dtype=None, copy=None):
+        if copy is False:
+            raise ValueError("reading a vds variable always makes a new array (copy=False is impossible)")
+        a = self[...]
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def lod(self, level):
+        """Level of detail ``level`` of this variable, read-only: level k halves the LOD axes k times."""
+        level = int(level)
+        if not 0 <= level < self.levels:
+            raise OutOfRangeError(f"variable {self._name!r} has levels of detail 0 to {self.levels - 1}, not {level}")
+        return Variable(self._ds, self._index, self._name, level)
+
+    def slice(self, axis, index, lod=0):
+        """One axis-aligned plane as a 2-D array: ``axis`` (a name or position, or a sequence of
+        them) fixed at ``index`` (or a sequence), every other axis whole, at level of detail ``lod``.
+        Reads from the partitioning that reads the fewest bytes (such as 2-D tiles)."""
+        axes = list(axis) if isinstance(axis, (list, tuple)) else [axis]
+        indices = list(index) if isinstance(index, (list, tuple)) else [index]
+        if len(axes) != len(indices):
+            raise InvalidArgumentError(f"slice: {len(axes)} axes but {len(indices)} indices")
+        if self.ndim - len(axes) != 2:
+            raise InvalidArgumentError(f"a slice leaves two axes free; fixing {len(axes)} of {self.ndim} leaves {self.ndim - len(axes)}")
+        key = [slice(None)] * self.ndim
+        dims = self.dims
+        for a, i in zip(axes, indices):
+            d = dims.index(a) if isinstance(a, str) and a in dims else a
+            if not isinstance(d, int) or not 0 <= d < self.ndim:
+                raise InvalidArgumentError(f"slice: {a!r} is not one of the axes {dims}")
+            key[d] = i
+        return self.lod(lod)[tuple(key)]
+
+    @property
+    def mask(self):
+        """The missing-value mask, indexed like the variable: True where a value is missing."""
+        return _MaskView(self)
+
+    @property
+    def stored(self):
+        """A quantized variable's stored integers, indexed (and assigned) like the variable."""
+        if self.quantization is None:
+            raise InvalidArgumentError(f"variable {self._name!r} is not quantized: it has no stored integers apart from its values")
+        return _StoredView(self)
+
+    # --- writing --------------------------------------------------------------------
+
+    def _box(self, sel, value, dtype):
+        """``value`` converted to ``dtype`` and shaped as the box of ``sel`` (a contiguous array)."""
+        v = np.asarray(value)
+        if v.dtype != dtype and not np.can_cast(v.dtype, dtype, "same_kind"):
+            raise TypeMismatchError(f"cannot write {v.dtype} values into variable {self._name!r} of {dtype}")
+        if not isinstance(value, (np.ndarray, np.generic)) and v.dtype.kind in "iu" and dtype.kind in "iu":
+            v = np.asarray(value, dtype=dtype)  # raises OverflowError for Python ints out of range, as NumPy does
+        self._ds._check_alloc(math.prod(sel.count) * dtype.itemsize)
+        try:
+            v = np.broadcast_to(v, sel.shape)
+        except ValueError:
+            raise InvalidArgumentError(f"could not broadcast input array from shape {v.shape} into shape {sel.shape}") from None
+        box = sel.box(v)
+        if box.dtype != dtype or not (box.flags.c_contiguous or box.flags.f_contiguous):
+            box = np.ascontiguousarray(box, dtype=dtype)
+        return box
+
+    def _write(self, key, value, dtype, missing=None):
+        if self._lod:
+            raise ReadOnlyError("levels of detail are computed from level 0 at commit; write level 0")
+        sel = select(key, self.shape)
+        if isinstance(value, np.ma.MaskedArray) and missing is None and self.has_mask:
+            missing = np.ma.getmaskarray(value)
+            value = value.data
+        box = self._box(sel, value, dtype)
+        if missing is not None:
+            missing = np.asarray(missing)
+            if missing.dtype != np.bool_:
+                raise TypeMismatchError(f"the missing-value mask must be bool, not {missing.dtype}")
+            missing = self._box(sel, missing, np.dtype(np.bool_))
+            order = "F" if box.flags.f_contiguous and not box.flags.c_contiguous else "C"
+            missing = np.asarray(missing, order=order)
+        if sel.empty:
+            return
+        self._ds._core.write(self._index, sel.start, sel.step, box, missing)
+
+    def __setitem__(self, key, value):
+        self._write(key, value, self.dtype)
+
+    def write(self, key, value, missing=None):
+        """Writes ``value`` at ``self[key]``; ``missing`` (bool, broadcast like ``value``) marks missing
+        values of a variable with a mask. A NumPy masked array carries its own mask."""
+        self._write(key, value, self.dtype, missing)
+
+    def resize(self, size, axis=None):
+        """Resizes growable axes: ``size`` is the new shape, or with ``axis`` (a name or position) that axis's new size."""
+        dims = self.dims
+        if axis is not None:
+            d = dims.index(axis) if isinstance(axis, str) else int(axis)
+            shape = list(self.shape)
+            shape[d] = size
+        else:
+            shape = list(size) if isinstance(size, (list, tuple)) else [size]
+        if len(shape) != len(dims):
+            raise InvalidArgumentError(f"variable {self._name!r} has {len(dims)} axes; the new shape {tuple(shape)} has {len(shape)}")
+        for d, (old, new) in enumerate(zip(self.shape, shape)):
+            if old != new:
+                self._ds.resize(dims[d], int(new))
+
+    def append(self, data, axis=0):
+        """Grows the growable ``axis`` (a name or position) by the samples in ``data`` and writes them
+        at its end; returns the index of the first new sample."""
+        dims = self.dims
+        name = axis if isinstance(axis, str) else dims[int(axis)]
+        d = dims.index(name) if name in dims else None
+        if d is None:
+            raise InvalidArgumentError(f"variable {self._name!r} does not span axis {name!r} (axes: {dims})")
+        data = np.asarray(data)
+        if data.ndim == self.ndim - 1:
+            data = np.expand_dims(data, d)
+        if data.ndim != self.ndim:
+            raise InvalidArgumentError(f"append: data of shape {data.shape} for variable {self._name!r} of shape {self.shape}")
+        sel = select((slice(None),) * self.ndim, tuple(data.shape))
+        box = self._box(sel, data, self.dtype)
+        start = self._ds._core.append(self._index, name, box)
+        self._ds._changed()
+        return start[d]
+
+
+def _variable(ds, name, lod):
+    """Unpickles a variable (see Variable.__reduce__)."""
+    v = ds[name]
+    return v.lod(lod) if lod else v
+
+
+class _MaskView:
+    """``var.mask[key]``: the missing-value mask of ``var[key]`` (True: missing)."""
+
+    def __init__(self, var):
+        self._var = var
+
+    def __getitem__(self, key):
+        var = self._var
+        sel = select(key, var.shape)
+        var._ds._check_alloc(math.prod(sel.count))
+        box = np.empty(sel.count, dtype=np.bool_)
+        if not sel.empty:
+            var._ds._core.read_mask(var._index, var._lod, sel.start, sel.step, box)
+        return sel.finish(box)
+
+    @property
+    def shape(self):
+        """The shape of the mask (the variable's)."""
+        return self._var.shape
+
+
+class _StoredView:
+    """``var.stored[key]``: a quantized variable's stored integers (uint8 or uint16)."""
+
+    def __init__(self, var):
+        self._var = var
+        self.dtype = np.dtype(var.quantization["storage"])
+
+    def __getitem__(self, key):
+        return self._var._read(key, "C", self.dtype)
+
+    def __setitem__(self, key, value):
+        self._var._write(key, value, self.dtype)
+
+    def read(self, key=(), order="C", out=None):
+        """Reads the stored integers of ``var[key]`` in ``order`` (or into ``out``, as Variable.read)."""
+        return self._var._read(key, order, self.dtype, out)
+
+    @property
+    def shape(self):
+        """The shape (the variable's)."""
+        return self._var.shape

@@ -1,0 +1,93 @@
+"""Dask and vds: read variables as Dask arrays, and write Dask arrays from many workers.
+
+Reading needs nothing special: a :class:`vds.Variable` is an array-like that
+pickles as (path, variable), so ``dask.array.from_array(var, chunks=var.chunks)``
+works with every scheduler, threads included (reads release the GIL).
+
+Writing: :func:`store` writes each block of a Dask array into its own
+fragment beside the container (SPEC.md's fragments, no lock between the
+workers), then adopts all of them in one atomic merge. A worker that dies
+mid-write leaves an unsealed fragment that no merge adopts; until the merge
+the container stays at its previous commit.
+"""
+
+import os
+import uuid
+
+import numpy as np
+
+from . import create, fragment
+from . import open as vds_open
+
+
+def from_variable(var, chunks=None):
+    """``var`` as a Dask array, chunked like its storage unless ``chunks`` says otherwise."""
+    import dask.array as da
+
+    return da.from_array(var, chunks=chunks or var.chunks)
+
+
+def _write_block(block, path, name, offset, prefix):
+    """Writes one block into a new fragment; returns the fragment's name (a Dask task)."""
+    name_ = f"{prefix}.{uuid.uuid4().hex}"  # a retried task writes a fresh fragment
+    with fragment(path, name_) as f:
+        key = tuple(slice(o, o + n) for o, n in zip(offset, block.shape))
+        f[name][key] = block
+    return name_
+
+
+def store(darray, path, name="data", dims=None, codec="zstd", fill_value=None, attrs=None, overwrite=False,
+          compute=True, fold=False):
+    """Writes the Dask array ``darray`` to the variable ``name`` of a new container at ``path``.
+
+    Each block is written by its own task into its own fragment (a file
+    beside the container); when every task has finished, one atomic
+    :meth:`Dataset.merge_fragments` adopts them. The storage chunks are the
+    array's chunks (irregular chunks are made regular first), so no two
+    fragments share a chunk. ``dims`` names the axes (default ``dim_0``,
+    ...). ``fold=True`` then compacts the fragments into the container file
+    itself (a full rewrite). With ``compute=False`` returns a
+    ``dask.delayed`` object doing all of this. Returns the merge report
+    (a dict with ``merged``, ``skipped``, ``chunks``).
+    """
+    import dask
+    import dask.array as da
+
+    darray = da.asarray(darray)
+    if darray.ndim == 0:
+        raise ValueError("vds variables span 1 to 8 axes; got a 0-d array")
+    chunks = tuple(c[0] for c in darray.chunks)
+    if any(len(set(c[:-1])) > 1 or c[-1] > c[0] for c in darray.chunks):
+        darray = darray.rechunk(chunks)
+    dims = list(dims or [f"dim_{i}" for i in range(darray.ndim)])
+    path = os.path.abspath(os.fspath(path))
+    spec = {"dtype": darray.dtype, "dims": dims, "chunks": list(chunks), "codec": codec}
+    if fill_value is not None:
+        spec["fill_value"] = fill_value
+    create(path, axes=list(zip(dims, darray.shape)), variables={name: spec}, attrs=attrs, overwrite=overwrite).close()
+    prefix = f"{os.path.basename(path)}.{uuid.uuid4().hex[:12]}"
+    starts = [np.cumsum((0,) + c[:-1]) for c in darray.chunks]
+    tasks = []
+    for index, block in zip(np.ndindex(*darray.numblocks), darray.to_delayed().ravel()):
+        offset = tuple(int(starts[d][i]) for d, i in enumerate(index))
+        tasks.append(dask.delayed(_write_block, pure=False)(block, path, name, offset, prefix))
+    merged = dask.delayed(_merge, pure=False)(path, tasks, prefix, fold)
+    return merged.compute() if compute else merged
+
+
+def _merge(path, names, prefix, fold):
+    """Adopts the fragments ``names`` in one commit (the last task of :func:`store`), then
+    removes the fragments of failed attempts (a killed worker's), which no merge adopts."""
+    with vds_open(path, "r+") as ds:
+        report = ds.merge_fragments(names)
+        if report["skipped"]:
+            reasons = "; ".join(f"{n}: {r}" for n, r in report["skipped"])
+            raise RuntimeError(f"fragments not merged: {reasons}")
+        if fold:
+            ds.compact("fold")
+    folder = os.path.dirname(path)
+    adopted = set(names)
+    for n in os.listdir(folder):
+        if n.startswith(prefix + ".") and (fold or n not in adopted):
+            os.remove(os.path.join(folder, n))
+    return report

@@ -1,0 +1,216 @@
+"""The xarray backend of vds: ``xr.open_dataset("f.vds", engine="vds")``.
+
+Registered as the entry point ``vds`` (pyproject.toml), and guessed from a
+file's first line (``VDS <major>.<minor>``). Opening reads the descriptor
+only: variables are lazy (``LazilyIndexedArray`` over basic indexing, so a
+selection reads only the chunks it overlaps); coordinates come from the
+axes' first and last samples, or from a 1-D variable named like its axis
+(how :func:`vds.from_xarray` keeps coordinates that are not evenly spaced).
+Units and attributes are carried; ``encoding["preferred_chunks"]`` holds the
+storage chunks, so ``chunks={}`` gives Dask arrays aligned to them.
+"""
+
+import os
+
+import numpy as np
+from xarray import Dataset as XrDataset
+from xarray import Variable as XrVariable
+from xarray.backends import BackendArray, BackendEntrypoint
+from xarray.core import indexing
+
+from . import open as vds_open
+
+#: Dataset attribute listing variables that are coordinates but not axes (written by from_xarray).
+COORDINATES_ATTR = "_vds_coordinates"
+
+
+class VdsBackendArray(BackendArray):
+    """A vds variable as xarray's lazy backend array (basic indexing, read on demand)."""
+
+    def __init__(self, var):
+        self.var = var
+        self.shape = var.shape
+        self.dtype = var.dtype
+
+    def __getitem__(self, key):
+        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.BASIC, self._raw)
+
+    def _raw(self, key):
+        return self.var[key]
+
+
+def _variable(var, lazy=True):
+    attrs = dict(var.attrs)
+    if var.unit:
+        attrs.setdefault("units", var.unit)
+    data = indexing.LazilyIndexedArray(VdsBackendArray(var)) if lazy else var[...]
+    encoding = {
+        "preferred_chunks": dict(zip(var.dims, var.chunks)),
+        "chunksizes": var.chunks,
+        "dtype": var.dtype,
+        "vds_codec": var.codec,
+    }
+    return XrVariable(var.dims, data, attrs, encoding)
+
+
+def open_vds_dataset(path, drop_variables=None):
+    """Opens the container at ``path`` as a lazy xarray Dataset (what ``engine="vds"`` calls)."""
+    ds = vds_open(path)
+    try:
+        attrs = dict(ds.attrs)
+        extra_coords = set(attrs.pop(COORDINATES_ATTR, []))
+        drop = set([drop_variables] if isinstance(drop_variables, str) else drop_variables or [])
+        data_vars, coords = {}, {}
+        for name in ds:
+            if name in drop:
+                continue
+            var = ds[name]
+            if name in ds.axes and var.dims == (name,):
+                coords[name] = _variable(var, lazy=False)  # an index: xarray loads it anyway
+            elif name in extra_coords:
+                coords[name] = _variable(var)
+            else:
+                data_vars[name] = _variable(var)
+        for axis in ds.axes.values():
+            if axis.name not in coords and axis.name not in drop:
+                coords[axis.name] = XrVariable(axis.name, axis.values, {"units": axis.unit} if axis.unit else {})
+        out = XrDataset(data_vars, coords, attrs=attrs)
+    except BaseException:
+        ds.close()
+        raise
+    out.set_close(ds.close)
+    return out
+
+
+class VdsBackendEntrypoint(BackendEntrypoint):
+    """Opens libvds containers in xarray: ``xr.open_dataset("f.vds", engine="vds")``."""
+
+    description = "Open libvds containers (.vds) lazily, with coordinates, units and attributes"
+    open_dataset_parameters = ("filename_or_obj", "drop_variables")
+
+    def open_dataset(self, filename_or_obj, *, drop_variables=None):
+        """Opens the container ``filename_or_obj`` lazily (see :func:`open_vds_dataset`)."""
+        return open_vds_dataset(os.fspath(filename_or_obj), drop_variables)
+
+    def guess_can_open(self, filename_or_obj):
+        """Whether the file's first line is a vds version line (or its name ends in .vds)."""
+        try:
+            path = os.fspath(filename_or_obj)
+        except TypeError:
+            return False
+        if str(path).endswith(".vds"):
+            return True
+        try:
+            with open(path, "rb") as f:
+                head = f.read(16)
+        except OSError:
+            return False
+        return head.startswith(b"VDS ") and b"\n" in head
+
+
+def _axis_of(dataset, dim):
+    """The axis spec of ``dim``: coordinates on the axis when evenly spaced floats, else in a variable."""
+    size = dataset.sizes[dim]
+    spec = {"name": dim, "size": size}
+    coord = dataset.coords.get(dim)
+    if coord is None:
+        return spec, None
+    values = np.asarray(coord.values)
+    units = coord.attrs.get("units")
+    if units is not None:
+        spec["unit"] = str(units)
+    if values.dtype.kind == "f" and size >= 1:
+        first, last = float(values[0]), float(values[-1])
+        even = np.linspace(first, last, size)
+        if size == 1 or np.allclose(values, even, rtol=1e-12, atol=abs(last - first) * 1e-12):
+            spec["first"], spec["last"] = first, last
+            return spec, None
+    return spec, coord
+
+
+def _attrs(attrs):
+    """xarray attributes as JSON values: NumPy values as numbers and lists, bytes as text."""
+    out = {}
+    for k, v in attrs.items():
+        if isinstance(v, bytes):
+            v = v.decode("utf-8", "replace")
+        elif isinstance(v, (np.ndarray, np.generic)):
+            v = v.tolist()
+        if isinstance(v, float) and not np.isfinite(v):
+            v = str(v)
+        out[str(k)] = v
+    return out
+
+
+def from_xarray(dataset, path, chunks=None, codec="zstd", overwrite=False, sync=True, slab_bytes=64 << 20):
+    """Writes an xarray Dataset (or DataArray) to a new container at ``path``.
+
+    Every dimension becomes an axis; evenly spaced float coordinates become
+    the axis's first and last coordinates, other coordinates (integers,
+    uneven spacing, 2-D) are kept as variables. Data variables keep their
+    dtype, ``units`` (as the unit) and attributes; the dataset's attributes
+    are kept. ``chunks``: a dict from dimension to chunk size, one size for
+    every dimension, or None for the variables' own chunking
+    (``encoding["chunksizes"]``, Dask chunks) or the library's default.
+    ``codec``: as in :func:`vds.create`. Data are written in slabs of about
+    ``slab_bytes``, so Dask-backed or lazily loaded variables never load
+    whole. Returns the path.
+    """
+    from . import create
+
+    if hasattr(dataset, "to_dataset") and not hasattr(dataset, "data_vars"):
+        dataset = dataset.to_dataset(name=dataset.name or "data")
+    axes, coord_vars = [], {}
+    for dim in dataset.sizes:
+        spec, coord = _axis_of(dataset, dim)
+        axes.append(spec)
+        if coord is not None:
+            coord_vars[dim] = coord
+    extra = [n for n in dataset.coords if n not in dataset.dims]
+    to_write = dict(coord_vars)
+    to_write.update({n: dataset.coords[n] for n in extra})
+    to_write.update(dataset.data_vars)
+    variables = {}
+    for name, da in to_write.items():
+        if da.ndim == 0:
+            raise ValueError(f"variable {name!r} is a scalar; vds variables span 1 to 8 axes (keep it as an attribute)")
+        dtype = np.dtype(da.dtype)
+        if dtype.kind not in "biuf" or dtype.itemsize > 8 or dtype == np.float16:
+            raise TypeError(f"variable {name!r} holds {dtype}, which vds does not store (integers, float32/64, bool)")
+        attrs = _attrs(da.attrs)
+        unit = attrs.pop("units", "")
+        variables[str(name)] = {"dtype": dtype, "dims": [str(d) for d in da.dims], "codec": codec,
+                                "chunks": _chunks_for(da, chunks), "unit": str(unit), "attrs": attrs}
+    attrs = _attrs(dataset.attrs)
+    if extra:
+        attrs[COORDINATES_ATTR] = [str(n) for n in extra]
+    with create(path, axes=axes, variables=variables, attrs=attrs, overwrite=overwrite, sync=sync) as ds:
+        for name, da in to_write.items():
+            _write_slabs(ds[str(name)], da, slab_bytes)
+    return path
+
+
+def _chunks_for(da, chunks):
+    if chunks is None:
+        own = da.encoding.get("chunksizes")
+        if own is not None and len(own) == da.ndim:
+            return [int(c) for c in own]
+        if da.chunks is not None:
+            return [int(c[0]) for c in da.chunks]
+        return None
+    if isinstance(chunks, int):
+        return [min(chunks, n) for n in da.shape]
+    return [int(chunks.get(d, n)) for d, n in zip(da.dims, da.shape)]
+
+
+def _write_slabs(var, da, slab_bytes):
+    """Writes ``da`` into ``var`` in slabs along its first axis, whole chunks at a time."""
+    n = da.shape[0]
+    row = max(1, int(np.prod(da.shape[1:], dtype=np.int64)) * da.dtype.itemsize)
+    step = max(1, slab_bytes // row)
+    c = var.chunks[0]
+    step = max(c, step // c * c)
+    dim = da.dims[0]
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        var[start:stop] = np.asarray(da.isel({dim: slice(start, stop)}).values)
