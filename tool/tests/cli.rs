@@ -682,3 +682,38 @@ fn a_fifo_as_input_is_refused_without_blocking() {
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(err.contains("in.npy: not a regular file"), "{err}");
 }
+
+#[test]
+fn sigterm_stops_a_command_stuck_in_one_long_call() {
+    let dir = scratch("sigterm");
+    let src = dir.join("src.vds");
+    // One 128 MiB chunk: recompressing it with zstd level 19 is a single
+    // library call of tens of seconds, with no point where the copy loop
+    // can look at the signal flag.
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("x", 2048))
+        .axis(Axis::new("y", 8192))
+        .variable(VariableBuilder::new("v", DType::Float64, &["x", "y"]).chunk(&[2048, 8192]).codec(Codec::NONE))
+        .create(&src)
+        .unwrap();
+    let data: Vec<f64> = (0..2048 * 8192).map(|i| (f64::from(i) * 0.001).sin()).collect();
+    ds.write("v", &Region::full(&[2048, 8192]).unwrap(), Order::C, &data).unwrap();
+    ds.close().unwrap();
+    drop(data);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vds"))
+        .args(["copy", "src.vds", "dst.vds", "--codec", "zstd:19", "-q"])
+        .current_dir(&dir)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted; stopped 2 s after the signal, partial output removed"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(left, ["src.vds"], "only the source remains");
+}
