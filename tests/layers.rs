@@ -116,6 +116,9 @@ fn every_level_and_partitioning_matches_the_reference() {
             ds.read_lod::<f32>("f", 0, Some(2), &Region::full(shape).unwrap(), Order::C, &mut vec![0f32; f.len()]).unwrap_err().kind(),
             ErrorKind::OutOfRange
         );
+        // Every layer agrees with level 0 under the full check.
+        let report = ds.verify_full().unwrap();
+        assert!(report.is_ok(), "case {case}: {:?}", report.problems);
     }
 }
 
@@ -195,7 +198,7 @@ fn slices_through_tiles_equal_slices_through_bricks_and_read_less() {
     assert_eq!(names, ["Dimensions_012LOD1", "Dimensions_01LOD1", "Dimensions_02LOD1", "Dimensions_12LOD1"]);
     assert_eq!(ds.variable("second").unwrap().layer_name(0, 1, "second").unwrap(), "secondDimensions_0LOD0");
     assert_eq!(amp.layer_name(3, 0, ""), None);
-    let report = ds.verify().unwrap();
+    let report = ds.verify_full().unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
 }
 

@@ -83,7 +83,7 @@ fn bricks_carry_their_neighbourhood() {
             ds.read_lod("v", 1, Some(part), &Region::full(&s1).unwrap(), Order::C, &mut l1).unwrap();
             assert!(l1 == want, "level 1 of {shape:?}, partitioning {part}");
         }
-        let report = ds.verify().unwrap();
+        let report = ds.verify_full().unwrap();
         assert!(report.is_ok(), "{:?}", report.problems);
         let outside: Vec<u64> = grid.clone();
         assert_eq!(ds.read_brick::<i32>("v", 0, &outside).unwrap_err().kind(), ErrorKind::OutOfRange);

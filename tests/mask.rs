@@ -97,7 +97,7 @@ fn masks_follow_the_values_into_every_layer() {
         }
     }
     assert_eq!(ds.read_mask("plain", 0, None, &Region::full(&[13]).unwrap(), Order::C).unwrap_err().kind(), ErrorKind::InvalidArgument);
-    let report = ds.verify().unwrap();
+    let report = ds.verify_full().unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
     let desc: vds::serde_json::Value = vds::serde_json::from_str(&ds.descriptor_json()).unwrap();
     assert!(desc["features"]["ro_compat"].as_array().unwrap().contains(&vds::serde_json::json!("missing_mask")));
