@@ -717,3 +717,29 @@ fn sigterm_stops_a_command_stuck_in_one_long_call() {
     let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     assert_eq!(left, ["src.vds"], "only the source remains");
 }
+
+#[test]
+fn counts_past_2_to_the_64_fail_instead_of_wrapping() {
+    let dir = scratch("huge");
+    let path = dir.join("huge.vds");
+    // 2^31 x 2^30 float64 values (2^64 bytes) in chunks of 2 x 2; (2^22)^3
+    // values in chunks of one value (2^66 chunks).
+    DatasetBuilder::new()
+        .axis(Axis::new("x", 1 << 31))
+        .axis(Axis::new("y", 1 << 30))
+        .axis(Axis::new("a", 1 << 22))
+        .axis(Axis::new("b", 1 << 22))
+        .axis(Axis::new("c", 1 << 22))
+        .variable(VariableBuilder::new("v", DType::Float64, &["x", "y"]).chunk(&[2, 2]))
+        .variable(VariableBuilder::new("w", DType::UInt8, &["a", "b", "c"]).chunk(&[1, 1, 1]))
+        .create(&path)
+        .unwrap()
+        .close()
+        .unwrap();
+    let p = path.to_str().unwrap();
+    let err = fails(&dir, &["export", p, "v.npy", "v"], 1);
+    assert!(err.contains("more than 2^64 bytes"), "{err}");
+    assert!(!dir.join("v.npy").exists());
+    let err = fails(&dir, &["info", p], 1);
+    assert!(err.contains("variable \"w\" has more than 2^64 chunks"), "{err}");
+}
