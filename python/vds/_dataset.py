@@ -15,6 +15,10 @@ from .errors import InvalidArgumentError, OutOfMemoryError, OutOfRangeError, Rea
 #: The default memory limit of a dataset (as libvds's): no read or write allocates more.
 DEFAULT_MEMORY_LIMIT = 1 << 30
 
+# Start and step of a whole-variable read, by number of axes.
+_ZEROS = [(0,) * n for n in range(9)]
+_ONES = [(1,) * n for n in range(9)]
+
 # NumPy dtypes by libvds type name, made once: np.dtype(name) costs microseconds per call.
 _DTYPES = {n: np.dtype(n) for n in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                                     "float32", "float64", "bool")}
@@ -500,7 +504,16 @@ class Variable:
         return sel.finish(box, order)
 
     def __getitem__(self, key):
-        return self._read(key, "C", self._ds._vars()[0][self._index][0])
+        dtype, shapes = self._ds._vars()[0][self._index]
+        if key is Ellipsis:
+            # The whole variable, the commonest read: no selection to work out, nothing to reshape.
+            shape = shapes[self._lod]
+            self._ds._check_alloc(math.prod(shape) * dtype.itemsize)
+            out = np.empty(shape, dtype)
+            if out.size:
+                self._ds._core.read(self._index, self._lod, _ZEROS[len(shape)], _ONES[len(shape)], out)
+            return out
+        return self._read(key, "C", dtype)
 
     def read(self, key=(), order="C", out=None):
         """Reads ``self[key]`` (everything by default) into a new array in ``order``: ``"C"`` or ``"F"`` (Fortran).
