@@ -99,7 +99,9 @@ def from_xarray(dataset, path, chunks=None, codec="zstd", overwrite=False, sync=
 
     Dimensions become axes, with evenly spaced float coordinates as the
     axes' first and last values and other coordinates kept as variables;
-    data variables keep their dtype, ``units`` and attributes. ``chunks``: a
+    data variables keep their dtype, ``units`` and attributes (datetimes and
+    timedeltas are stored as CF-encoded integers, which the xarray backend
+    decodes again). ``chunks``: a
     dict from dimension to chunk size, one size, or None (the variables'
     own chunking). ``codec`` as in :func:`create`. Needs xarray. Returns ``path``.
     """
