@@ -5,7 +5,8 @@
 Runs the native benchmark's suites a and b (`cargo run --release --example
 bench`) before and after the same workloads through the `vds` package (installed in
 the running interpreter, e.g. target/pyenv by .ci/deps.sh): opening a tiny
-file (one int64) and reading it, 1000 files (200 with --quick); and a full
+file (one int64) and reading it, 1000 files (200 with --quick), and writing
+them against Python's plain-file write of the same bytes; and a full
 read of the 512^3 (256^3) float32 volume in 64^3 chunks, uncompressed,
 deflate level 1 and zstd level 1 with shuffle, each read opening the file
 afresh, into a new array and into one reused array (as the native
@@ -82,6 +83,24 @@ def main():
 
     tiny = [("vds package", median_time(5, api)), ("compiled core only", median_time(5, core))]
 
+    # Writing tiny files, against Python's own plain-file write of the same 8 bytes (the floor).
+    value = np.array([42], np.int64)
+
+    def write_vds():
+        for p in paths:
+            with vds.create(p, axes=[("x", 1)], variables={"v": {"dtype": "int64", "dims": ["x"], "chunks": [1]}},
+                            overwrite=True, sync=False) as ds:
+                ds["v"][...] = value
+
+    def write_plain():
+        for p in paths:
+            with open(p + ".bin", "wb") as f:
+                f.write(value.tobytes())
+
+    floor_write = median_time(5, write_plain)
+    writes = [(f"write a tiny file ({files} files), vds package, against Python's plain-file write", floor_write,
+               median_time(5, write_vds))]
+
     n = 256 if o.quick else 512
     vol = volume(n)
     p = os.path.join(o.dir, "vol.vds")
@@ -116,10 +135,10 @@ def main():
     table = [(f"open + read a tiny file ({files} files), {what}", ("read tiny (one int64)", 0), t) for what, t in tiny] + table
 
     print(f"vds {vds.__version__} (Python {sys.version.split()[0]}, NumPy {np.__version__}) against native libvds\n")
-    print("| operation | native | Python | Python / native |")
+    print("| operation | native (or floor) | Python | ratio |")
     print("|---|---:|---:|---:|")
-    for label, (row, index), py in table:
-        nat = best[row][index]
+    rows = [(label, best[row][index], py) for label, (row, index), py in table] + writes
+    for label, nat, py in rows:
         print(f"| {label} | {nat * 1e3:.2f} ms | {py * 1e3:.2f} ms | {py / nat:.2f} |")
 
 

@@ -28,19 +28,44 @@ impl Dataset {
     fn with<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&vds::Dataset) -> Outcome<T> + Send) -> PyResult<T> {
         let r = py.detach(|| {
             let guard = self.inner.read().unwrap_or_else(PoisonError::into_inner);
-            guard.as_ref().map_or(Err(Failure::Closed), f)
+            let ds = guard.as_ref().ok_or(Failure::Closed)?;
+            catch_panic(|| f(ds))
         });
         r.map_err(|e| to_py(py, e))
     }
 
     /// Runs `f` on the open dataset, exclusively, with the GIL released.
+    /// After a panic (a bug in libvds) the handle is dropped, so that no
+    /// later call sees a dataset left half-changed: the file stays at its
+    /// last commit, and reopening continues from there.
     fn with_mut<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut vds::Dataset) -> Outcome<T> + Send) -> PyResult<T> {
         let r = py.detach(|| {
             let mut guard = self.inner.write().unwrap_or_else(PoisonError::into_inner);
-            guard.as_mut().map_or(Err(Failure::Closed), f)
+            let ds = guard.as_mut().ok_or(Failure::Closed)?;
+            match catch_panic(|| f(ds)) {
+                Err(Failure::Refused("Internal", m)) => {
+                    *guard = None;
+                    Err(Failure::Refused("Internal", format!("{m}; the dataset is closed: reopen it to continue from its last commit")))
+                }
+                r => r,
+            }
         });
         r.map_err(|e| to_py(py, e))
     }
+}
+
+/// Runs `f`, turning a panic (a bug in libvds) into an `InternalError`
+/// carrying the panic's message, rather than PyO3's `PanicException`,
+/// which is not an `Exception` and would escape ordinary handlers.
+fn catch_panic<T>(f: impl FnOnce() -> Outcome<T>) -> Outcome<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".to_owned());
+        Err(Failure::Refused("Internal", format!("a bug in libvds (please report it): {what}")))
+    })
 }
 
 /// The memory order of a contiguous array; refuses other layouts.

@@ -128,4 +128,10 @@ def test_index_errors_match_numpy(tmp_path, rng):
         v[n0]
     with pytest.raises(ValueError, match="zero"):
         v[::0]
+    # NumPy integers and huge Python integers, as NumPy takes them.
+    for key in [np.int64(1), (np.uint8(1), np.int32(-1)), slice(2**70, None), slice(None, None, 2**70),
+                slice(-2**70, 2**70, -2**65), (slice(None, None, -2**70), 0)]:
+        np.testing.assert_array_equal(v[key], ref[key], err_msg=repr(key))
+    with pytest.raises(vds.OutOfRangeError):
+        v[2**70]
     ds.close()

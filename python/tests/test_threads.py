@@ -107,3 +107,33 @@ def test_reads_release_the_gil(tmp_path, rng):
     inside = sum(1 for s in stamps for a, b in long_calls if a + 0.01 < s < b - 0.001)
     assert inside > 0, "the main thread never ran while a read was in progress"
     ds.close()
+
+
+def test_reads_never_see_half_a_write(tmp_path):
+    # One thread rewrites the whole variable with one value after another
+    # while three threads read it through the same dataset: a write holds
+    # the dataset exclusively, so every read sees one value throughout.
+    with vds.create(tmp_path / "w.vds", axes=[("i", 32), ("j", 32), ("k", 16)],
+                    variables={"v": {"dtype": "int32", "dims": ["i", "j", "k"], "chunks": [8, 8, 8], "codec": "zstd"}}) as ds:
+        v = ds["v"]
+        stop, seen, errors = threading.Event(), set(), []
+
+        def reader():
+            while not stop.is_set():
+                a = v[::-1, 3:, :]
+                if a.min() != a.max():
+                    errors.append(f"a read mixed values {a.min()} and {a.max()}")
+                    return
+                seen.add(int(a[0, 0, 0]))
+
+        readers = [threading.Thread(target=reader) for _ in range(3)]
+        for t in readers:
+            t.start()
+        for value in range(1, 60):
+            v[...] = np.full((32, 32, 16), value, np.int32)
+            if value % 20 == 0:
+                ds.commit()
+        stop.set()
+        for t in readers:
+            t.join(timeout=60)
+        assert errors == [] and seen, "no read completed"

@@ -64,7 +64,10 @@ def compare(src, got):
         for k, v in a.attrs.items():
             np.testing.assert_array_equal(np.asarray(b.attrs[k]), np.asarray(v), err_msg=f"{name}.{k}")
     for name in src.coords:
-        np.testing.assert_allclose(src[name].values, got[name].values, rtol=1e-12, err_msg=name)
+        if src[name].dtype.kind == "f":
+            np.testing.assert_allclose(src[name].values, got[name].values, rtol=1e-12, err_msg=name)
+        else:
+            np.testing.assert_array_equal(src[name].values, got[name].values, err_msg=name)
     for k, v in src.attrs.items():
         np.testing.assert_array_equal(np.asarray(got.attrs[k]), np.asarray(v), err_msg=k)
 
@@ -79,8 +82,8 @@ def test_from_xarray_netcdf(tmp_path, rng):
         for d, n in zip(("time", "lat", "lon"), temp.shape):
             f.createDimension(d, n)
         t = f.createVariable("time", "i4", ("time",))
-        t[:] = [0, 6, 12, 24, 48, 96]  # uneven: kept as a variable
-        t.units = "hours"
+        t[:] = [0, 6, 12, 24, 48, 96]  # uneven: kept as a variable, and datetimes once xarray decodes them
+        t.units = "hours since 2000-01-01 00:00:00"
         la = f.createVariable("lat", "f8", ("lat",))
         la[:] = np.linspace(-40.0, 40.0, 9)
         la.units = "degrees_north"
@@ -92,13 +95,17 @@ def test_from_xarray_netcdf(tmp_path, rng):
         v.scale_note = "raw"
         c = f.createVariable("count", "u2", ("lat", "lon"))
         c[:] = rng.integers(0, 60000, (9, 11))
-    with xr.open_dataset(nc, decode_times=False) as src:
+    with xr.open_dataset(nc) as src:
+        assert src["time"].dtype.kind == "M"
         out = vds.from_xarray(src, tmp_path / "nc.vds", overwrite=True)
         with vds.open(out) as ds:
             assert ds["temp"].chunks == (1, 9, 11) and ds["temp"].unit == "K"
             assert ds.axes["lat"].unit == "degrees_north"
         with xr.open_dataset(out, engine="vds") as got:
             compare(src, got)
+            assert got["time"].dtype == src["time"].dtype
+        with xr.open_dataset(out, engine="vds", decode_times=False) as raw:
+            assert raw["time"].dtype == np.int64 and " since " in raw["time"].attrs["units"]
 
 
 def test_from_xarray_hdf5(tmp_path, rng):
@@ -125,6 +132,17 @@ def test_from_xarray_hdf5(tmp_path, rng):
         with xr.open_dataset(out, engine="vds") as got:
             compare(src, got)
             assert got["x"].dtype == np.int64
+
+
+def test_datetimes_and_timedeltas_round_trip(tmp_path, rng):
+    stamps = np.datetime64("2021-03-04T05:06") + rng.integers(0, 10**6, 12).astype("timedelta64[m]")
+    src = xr.Dataset({"seen": ("n", stamps), "lasted": ("n", rng.integers(0, 10**5, 12).astype("timedelta64[s]")),
+                      "value": ("n", rng.standard_normal(12))}, attrs={"k": 1})
+    vds.from_xarray(src, tmp_path / "t.vds")
+    with xr.open_dataset(tmp_path / "t.vds", engine="vds") as got:
+        for name in src.data_vars:
+            assert got[name].dtype.kind == src[name].dtype.kind, name  # the resolution may differ, the values not
+            np.testing.assert_array_equal(got[name].values, src[name].values, err_msg=name)
 
 
 def test_from_xarray_refuses_what_it_cannot_store(tmp_path):

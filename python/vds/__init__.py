@@ -20,9 +20,12 @@ carrying the library's message. Reads and writes release the GIL, so
 threads read one dataset in parallel.
 """
 
+from __future__ import annotations
+
 import json
 import math
 import os
+from typing import Any, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -60,7 +63,8 @@ __all__ = [
 _MODES = {"r": False, "r+": True}
 
 
-def open(path, mode="r", *, sync=True, memory_limit=None, cache_size=None, allow_external_paths=False):  # noqa: A001
+def open(path: str | os.PathLike[str], mode: str = "r", *, sync: bool = True, memory_limit: int | None = None,  # noqa: A001
+         cache_size: int | None = None, allow_external_paths: bool = False) -> Dataset:
     """Opens the container at ``path``.
 
     ``mode``: ``"r"`` (read-only, any number of readers) or ``"r+"`` (read
@@ -81,7 +85,7 @@ def open(path, mode="r", *, sync=True, memory_limit=None, cache_size=None, allow
     return Dataset(core, path, mode, options)
 
 
-def fragment(path, name):
+def fragment(path: str | os.PathLike[str], name: str) -> Dataset:
     """Opens the container at ``path`` to write the fragment file ``name`` beside it.
 
     For parallel writers (processes, Dask tasks, MPI ranks): each writes its
@@ -94,12 +98,15 @@ def fragment(path, name):
     return Dataset(core, path, "fragment", {})
 
 
-def from_xarray(dataset, path, chunks=None, codec="zstd", overwrite=False, sync=True):
+def from_xarray(dataset: Any, path: str | os.PathLike[str], chunks: int | Mapping[str, int] | None = None, codec: Any = "zstd",
+                overwrite: bool = False, sync: bool = True) -> str | os.PathLike[str]:
     """Writes an xarray Dataset (so any netCDF, HDF5, GRIB or Zarr file xarray opens) to a new container.
 
     Dimensions become axes, with evenly spaced float coordinates as the
     axes' first and last values and other coordinates kept as variables;
-    data variables keep their dtype, ``units`` and attributes. ``chunks``: a
+    data variables keep their dtype, ``units`` and attributes (datetimes and
+    timedeltas are stored as CF-encoded integers, which the xarray backend
+    decodes again). ``chunks``: a
     dict from dimension to chunk size, one size, or None (the variables'
     own chunking). ``codec`` as in :func:`create`. Needs xarray. Returns ``path``.
     """
@@ -108,7 +115,7 @@ def from_xarray(dataset, path, chunks=None, codec="zstd", overwrite=False, sync=
     return write(dataset, path, chunks=chunks, codec=codec, overwrite=overwrite, sync=sync)
 
 
-def recover(path):
+def recover(path: str | os.PathLike[str]) -> tuple[int | None, int]:
     """Rolls a container whose newest commit is damaged back to its older commit.
 
     Returns ``(damaged, commit)``: the damaged commit's number (None when the
@@ -188,7 +195,9 @@ def _variable_spec(name, v):
     }
 
 
-def create(path, axes, variables, attrs=None, *, overwrite=False, sync=True, slots=(), memory_limit=None, cache_size=None):
+def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping[str, Mapping[str, Any]] | Sequence[Mapping[str, Any]],
+           attrs: Mapping[str, Any] | None = None, *, overwrite: bool = False, sync: bool = True, slots: Sequence[str] = (),
+           memory_limit: int | None = None, cache_size: int | None = None) -> Dataset:
     """Creates a container and returns it open for writing (mode ``"r+"``).
 
     ``axes``: a sequence of ``(name, size)`` pairs or dicts with ``name``,
@@ -215,8 +224,8 @@ def create(path, axes, variables, attrs=None, *, overwrite=False, sync=True, slo
         items = list(variables.items())
     else:
         items = []
-        for v in variables:
-            v = dict(v)
+        for item in variables:
+            v = dict(cast(Mapping[str, Any], item))
             items.append((v.pop("name"), v))
     spec = {
         "axes": [_axis_spec(a) for a in axes],

@@ -1,10 +1,13 @@
 """Dataset and Variable: the h5py/zarr-style layer over the compiled core."""
 
+from __future__ import annotations
+
 import json
 import math
 import os
 import uuid
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -14,6 +17,10 @@ from .errors import InvalidArgumentError, OutOfMemoryError, OutOfRangeError, Rea
 
 #: The default memory limit of a dataset (as libvds's): no read or write allocates more.
 DEFAULT_MEMORY_LIMIT = 1 << 30
+
+# Start and step of a whole-variable read, by number of axes.
+_ZEROS = [(0,) * n for n in range(9)]
+_ONES = [(1,) * n for n in range(9)]
 
 # NumPy dtypes by libvds type name, made once: np.dtype(name) costs microseconds per call.
 _DTYPES = {n: np.dtype(n) for n in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -54,7 +61,7 @@ class Axis:
         self.max_size = d["max_samples"]
 
     @property
-    def values(self):
+    def values(self) -> np.ndarray:
         """The coordinates of the samples: ``size`` values evenly spaced from ``first`` to ``last``."""
         return np.linspace(self.first, self.last, self.size)
 
@@ -169,46 +176,46 @@ class Dataset(Mapping):
         self._meta = None
 
     @property
-    def path(self):
+    def path(self) -> str:
         """The container's path."""
         return self._path
 
     @property
-    def mode(self):
+    def mode(self) -> str:
         """``"r"``, ``"r+"`` or ``"fragment"``."""
         return self._mode
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         """Whether the dataset is closed."""
         return self._core.closed
 
     @property
-    def writable(self):
+    def writable(self) -> bool:
         """Whether the dataset can be written."""
         return self._core.writable
 
     @property
-    def axes(self):
+    def axes(self) -> dict[str, Axis]:
         """The dataset's axes, as a dict from name to :class:`Axis`, in order."""
         return {a.name: a for a in self._axes()}
 
     @property
-    def attrs(self):
+    def attrs(self) -> Attributes:
         """The dataset's attributes (a mutable mapping, committed with the data)."""
         return Attributes(self, None)
 
     @property
-    def commit_sequence(self):
+    def commit_sequence(self) -> int:
         """The number of the last commit (1 for a new file)."""
         return self._core.commit_sequence
 
     @property
-    def format_version(self):
+    def format_version(self) -> tuple[int, int]:
         """The format version of the file, (major, minor)."""
         return self._core.format_version
 
-    def descriptor(self):
+    def descriptor(self) -> dict[str, Any]:
         """The JSON descriptor (SPEC.md section 3) as a dict."""
         return json.loads(self._core.descriptor_json())
 
@@ -232,24 +239,24 @@ class Dataset(Mapping):
 
     # --- changes --------------------------------------------------------------------
 
-    def resize(self, axis, size):
+    def resize(self, axis: str, size: int) -> None:
         """Sets the number of samples of the growable ``axis`` (a name); samples added read as the fill value."""
         if not isinstance(size, (int, np.integer)) or size < 0:
             raise InvalidArgumentError(f"axis {axis!r}: the new size must be a non-negative integer, not {size!r}")
         self._core.resize_axis(axis, int(size))
         self._changed()
 
-    def commit(self):
+    def commit(self) -> None:
         """Makes every change since the last commit durable and visible, atomically."""
         self._core.commit()
         self._changed()
 
-    def rollback(self):
+    def rollback(self) -> None:
         """Discards every change since the last commit: the dataset returns to what the file holds."""
         self._core.rollback()
         self._changed()
 
-    def close(self, commit=True):
+    def close(self, commit: bool = True) -> None:
         """Commits (if writable and ``commit``) and closes. Closing twice does nothing."""
         self._core.close(commit)
 
@@ -263,7 +270,7 @@ class Dataset(Mapping):
         else:
             self.close()
 
-    def verify(self):
+    def verify(self) -> dict[str, Any]:
         """Checks every checksum and structure of the current commit.
 
         Returns a dict: ``ok``, ``problems`` (one message per damaged
@@ -274,7 +281,7 @@ class Dataset(Mapping):
         """
         return self._core.verify()
 
-    def compact(self, mode="keep"):
+    def compact(self, mode: str = "keep") -> tuple[int, int]:
         """Rewrites the container without dead space, crash-safely; returns (bytes before, bytes after).
 
         ``mode``: ``"keep"`` (external chunks stay in their files), ``"fold"``
@@ -285,7 +292,7 @@ class Dataset(Mapping):
         self._changed()
         return before, after
 
-    def merge_fragments(self, names):
+    def merge_fragments(self, names: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
         """Adopts the sealed fragments ``names`` (files beside the container) in one atomic commit.
 
         Returns a dict: ``merged`` (names), ``skipped`` ((name, reason) for
@@ -297,20 +304,20 @@ class Dataset(Mapping):
         self._changed()
         return {"merged": merged, "skipped": skipped, "chunks": chunks}
 
-    def add_external_slot(self, name):
+    def add_external_slot(self, name: str) -> int:
         """Adds an external data file ``name`` beside the container; returns its slot number."""
         return self._core.add_external_slot(name)
 
-    def set_slot_policy(self, policy, slots, max_bytes=0):
+    def set_slot_policy(self, policy: str, slots: Iterable[int], max_bytes: int = 0) -> None:
         """Routes new stored chunks: ``"fixed"``, ``"round_robin"``, ``"by_size"`` or ``"by_variable"`` over slot numbers."""
         self._core.set_slot_policy(policy, list(slots), max_bytes)
 
-    def set_cache_size(self, nbytes):
+    def set_cache_size(self, nbytes: int) -> None:
         """Bounds the decoded-chunk cache and the write-back buffer of partly written chunks (0 turns both off)."""
         self._core.set_cache_size(nbytes)
 
     @property
-    def stored_bytes_read(self):
+    def stored_bytes_read(self) -> int:
         """Stored chunk bytes read from files (not from the cache) since the dataset was opened."""
         return self._core.stored_bytes_read
 
@@ -347,37 +354,37 @@ class Variable:
         return self._ds._info(self._index)
 
     @property
-    def name(self):
+    def name(self) -> str:
         """The variable's name."""
         return self._name
 
     @property
-    def dataset(self):
+    def dataset(self) -> Dataset:
         """The :class:`Dataset` holding the variable."""
         return self._ds
 
     @property
-    def dtype(self):
+    def dtype(self) -> np.dtype:
         """The NumPy dtype of its values (for a quantized variable, the values', not the stored integers')."""
         return self._ds._vars()[0][self._index][0]
 
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, ...]:
         """The extent along each axis (at this level of detail)."""
         return self._ds._vars()[0][self._index][1][self._lod]
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         """The number of axes."""
         return len(self.shape)
 
     @property
-    def size(self):
+    def size(self) -> int:
         """The number of values."""
         return math.prod(self.shape)
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         """Bytes of all the values in memory."""
         return self.size * self.dtype.itemsize
 
@@ -385,66 +392,66 @@ class Variable:
         return self.shape[0]
 
     @property
-    def chunks(self):
+    def chunks(self) -> tuple[int, ...]:
         """The chunk shape (of the first partitioning)."""
         return tuple(self._info()["chunks"])
 
     @property
-    def dims(self):
+    def dims(self) -> tuple[str, ...]:
         """The names of its axes, slowest first."""
         axes = self._ds._axes()
         return tuple(axes[i].name for i in self._info()["axes"])
 
     @property
-    def axes(self):
+    def axes(self) -> dict[str, Axis]:
         """Its axes, a dict from name to :class:`Axis` (``axes[name].values`` are the coordinates)."""
         axes = self._ds._axes()
         return {axes[i].name: axes[i] for i in self._info()["axes"]}
 
     @property
-    def unit(self):
+    def unit(self) -> str:
         """The unit of its values (may be empty)."""
         return self._info()["unit"]
 
     @property
-    def attrs(self):
+    def attrs(self) -> Attributes:
         """The variable's attributes (a mutable mapping, committed with the data)."""
         return Attributes(self._ds, self._index)
 
     @property
-    def fill_value(self):
+    def fill_value(self) -> np.generic:
         """The value read where nothing was written, as a NumPy scalar of ``dtype``."""
         return self.dtype.type(self._info()["fill_value"])
 
     @property
-    def no_value(self):
+    def no_value(self) -> np.generic | None:
         """The value marking a missing sample, or None."""
         nv = self._info()["no_value"]
         return None if nv is None else self.dtype.type(nv)
 
     @property
-    def codec(self):
+    def codec(self) -> dict[str, Any]:
         """The codec of new chunks: a dict with ``id`` ("none", "deflate", "zstd"), ``level`` and ``shuffle``."""
         return dict(self._info()["codec"])
 
     @property
-    def levels(self):
+    def levels(self) -> int:
         """The number of levels of detail (1: level 0 only)."""
         return len(self._ds._vars()[0][self._index][1])
 
     @property
-    def partitionings(self):
+    def partitionings(self) -> list[tuple[int, ...]]:
         """The chunk shape of every partitioning (the first is ``chunks``)."""
         return [tuple(p) for p in self._info()["partitionings"]]
 
     @property
-    def quantization(self):
+    def quantization(self) -> dict[str, Any] | None:
         """How values are stored as integers: a dict (``storage``, ``min``, ``max``), or None."""
         q = self._info()["quantization"]
         return None if q is None else dict(q)
 
     @property
-    def has_mask(self):
+    def has_mask(self) -> bool:
         """Whether the variable keeps a missing-value mask."""
         return self._info()["mask"]
 
@@ -500,9 +507,18 @@ class Variable:
         return sel.finish(box, order)
 
     def __getitem__(self, key):
-        return self._read(key, "C", self._ds._vars()[0][self._index][0])
+        dtype, shapes = self._ds._vars()[0][self._index]
+        if key is Ellipsis:
+            # The whole variable, the commonest read: no selection to work out, nothing to reshape.
+            shape = shapes[self._lod]
+            self._ds._check_alloc(math.prod(shape) * dtype.itemsize)
+            out = np.empty(shape, dtype)
+            if out.size:
+                self._ds._core.read(self._index, self._lod, _ZEROS[len(shape)], _ONES[len(shape)], out)
+            return out
+        return self._read(key, "C", dtype)
 
-    def read(self, key=(), order="C", out=None):
+    def read(self, key: Any = (), order: str = "C", out: np.ndarray | None = None) -> np.ndarray:
         """Reads ``self[key]`` (everything by default) into a new array in ``order``: ``"C"`` or ``"F"`` (Fortran).
 
         With ``out`` (an array of the selection's shape and the variable's dtype), reads into it
@@ -517,14 +533,14 @@ class Variable:
         a = self[...]
         return a if dtype is None else a.astype(dtype, copy=False)
 
-    def lod(self, level):
+    def lod(self, level: int) -> Variable:
         """Level of detail ``level`` of this variable, read-only: level k halves the LOD axes k times."""
         level = int(level)
         if not 0 <= level < self.levels:
             raise OutOfRangeError(f"variable {self._name!r} has levels of detail 0 to {self.levels - 1}, not {level}")
         return Variable(self._ds, self._index, self._name, level)
 
-    def slice(self, axis, index, lod=0):
+    def slice(self, axis: str | int | Sequence[str | int], index: int | Sequence[int], lod: int = 0) -> np.ndarray:
         """One axis-aligned plane as a 2-D array: ``axis`` (a name or position, or a sequence of
         them) fixed at ``index`` (or a sequence), every other axis whole, at level of detail ``lod``.
         Reads from the partitioning that reads the fewest bytes (such as 2-D tiles)."""
@@ -534,7 +550,7 @@ class Variable:
             raise InvalidArgumentError(f"slice: {len(axes)} axes but {len(indices)} indices")
         if self.ndim - len(axes) != 2:
             raise InvalidArgumentError(f"a slice leaves two axes free; fixing {len(axes)} of {self.ndim} leaves {self.ndim - len(axes)}")
-        key = [slice(None)] * self.ndim
+        key: list[Any] = [slice(None)] * self.ndim
         dims = self.dims
         for a, i in zip(axes, indices):
             d = dims.index(a) if isinstance(a, str) and a in dims else a
@@ -596,17 +612,17 @@ class Variable:
     def __setitem__(self, key, value):
         self._write(key, value, self.dtype)
 
-    def write(self, key, value, missing=None):
+    def write(self, key: Any, value: Any, missing: Any = None) -> None:
         """Writes ``value`` at ``self[key]``; ``missing`` (bool, broadcast like ``value``) marks missing
         values of a variable with a mask. A NumPy masked array carries its own mask."""
         self._write(key, value, self.dtype, missing)
 
-    def resize(self, size, axis=None):
+    def resize(self, size: int | Sequence[int], axis: str | int | None = None) -> None:
         """Resizes growable axes: ``size`` is the new shape, or with ``axis`` (a name or position) that axis's new size."""
         dims = self.dims
         if axis is not None:
             d = dims.index(axis) if isinstance(axis, str) else int(axis)
-            shape = list(self.shape)
+            shape: list[Any] = list(self.shape)
             shape[d] = size
         else:
             shape = list(size) if isinstance(size, (list, tuple)) else [size]
@@ -616,7 +632,7 @@ class Variable:
             if old != new:
                 self._ds.resize(dims[d], int(new))
 
-    def append(self, data, axis=0):
+    def append(self, data: Any, axis: str | int = 0) -> int:
         """Grows the growable ``axis`` (a name or position) by the samples in ``data`` and writes them
         at its end; returns the index of the first new sample."""
         dims = self.dims

@@ -90,8 +90,9 @@ def select(key, shape):
         if isinstance(k, slice):
             r = range(*k.indices(n))
             c = len(r)
-            if c == 0:
-                start.append(0)
+            if c <= 1:
+                # One sample or none: the step plays no part (and may exceed what the core takes).
+                start.append(r.start if c else 0)
                 step.append(1)
             elif r.step > 0:
                 start.append(r.start)

@@ -16,6 +16,7 @@ import numpy as np
 from xarray import Dataset as XrDataset
 from xarray import Variable as XrVariable
 from xarray.backends import BackendArray, BackendEntrypoint
+from xarray.coding.times import CFDatetimeCoder, CFTimedeltaCoder
 from xarray.core import indexing
 
 from . import open as vds_open
@@ -39,7 +40,17 @@ class VdsBackendArray(BackendArray):
         return self.var[key]
 
 
-def _variable(var, lazy=True):
+def _is_cf_time(attrs):
+    """Whether attributes mark integers as CF datetimes ("<unit> since <date>")."""
+    return " since " in str(attrs.get("units", ""))
+
+
+def _is_cf_timedelta(attrs):
+    """Whether attributes mark numbers as timedeltas (as xarray's encoder writes them)."""
+    return str(attrs.get("dtype", "")).startswith("timedelta64")
+
+
+def _variable(var, lazy=True, decode_times=True):
     attrs = dict(var.attrs)
     if var.unit:
         attrs.setdefault("units", var.unit)
@@ -50,11 +61,21 @@ def _variable(var, lazy=True):
         "dtype": var.dtype,
         "vds_codec": var.codec,
     }
-    return XrVariable(var.dims, data, attrs, encoding)
+    out = XrVariable(var.dims, data, attrs, encoding)
+    if decode_times and _is_cf_time(attrs):
+        out = CFDatetimeCoder().decode(out, name=var.name)
+    elif decode_times and _is_cf_timedelta(attrs):
+        out = CFTimedeltaCoder().decode(out, name=var.name)
+    return out
 
 
-def open_vds_dataset(path, drop_variables=None):
-    """Opens the container at ``path`` as a lazy xarray Dataset (what ``engine="vds"`` calls)."""
+def open_vds_dataset(path, drop_variables=None, decode_times=True):
+    """Opens the container at ``path`` as a lazy xarray Dataset (what ``engine="vds"`` calls).
+
+    With ``decode_times``, integer variables with CF time units ("hours since
+    2020-01-01", as :func:`from_xarray` writes datetimes) read as datetime64,
+    and those it wrote from timedeltas as timedelta64.
+    """
     ds = vds_open(path)
     try:
         attrs = dict(ds.attrs)
@@ -66,11 +87,11 @@ def open_vds_dataset(path, drop_variables=None):
                 continue
             var = ds[name]
             if name in ds.axes and var.dims == (name,):
-                coords[name] = _variable(var, lazy=False)  # an index: xarray loads it anyway
+                coords[name] = _variable(var, False, decode_times)  # an index: xarray loads it anyway
             elif name in extra_coords:
-                coords[name] = _variable(var)
+                coords[name] = _variable(var, True, decode_times)
             else:
-                data_vars[name] = _variable(var)
+                data_vars[name] = _variable(var, True, decode_times)
         for axis in ds.axes.values():
             if axis.name not in coords and axis.name not in drop:
                 coords[axis.name] = XrVariable(axis.name, axis.values, {"units": axis.unit} if axis.unit else {})
@@ -86,11 +107,11 @@ class VdsBackendEntrypoint(BackendEntrypoint):
     """Opens libvds containers in xarray: ``xr.open_dataset("f.vds", engine="vds")``."""
 
     description = "Open libvds containers (.vds) lazily, with coordinates, units and attributes"
-    open_dataset_parameters = ("filename_or_obj", "drop_variables")
+    open_dataset_parameters = ("filename_or_obj", "drop_variables", "decode_times")
 
-    def open_dataset(self, filename_or_obj, *, drop_variables=None):
+    def open_dataset(self, filename_or_obj, *, drop_variables=None, decode_times=True):
         """Opens the container ``filename_or_obj`` lazily (see :func:`open_vds_dataset`)."""
-        return open_vds_dataset(os.fspath(filename_or_obj), drop_variables)
+        return open_vds_dataset(os.fspath(filename_or_obj), drop_variables, decode_times)
 
     def guess_can_open(self, filename_or_obj):
         """Whether the file's first line is a vds version line (or its name ends in .vds)."""
@@ -170,14 +191,22 @@ def from_xarray(dataset, path, chunks=None, codec="zstd", overwrite=False, sync=
     to_write = dict(coord_vars)
     to_write.update({n: dataset.coords[n] for n in extra})
     to_write.update(dataset.data_vars)
-    variables = {}
+    variables, encoded = {}, {}
     for name, da in to_write.items():
+        var = da.variable
+        # Datetimes and timedeltas are stored as CF-encoded integers ("hours since ...").
+        if var.dtype.kind == "M":
+            var = CFDatetimeCoder().encode(var, name=name)
+        elif var.dtype.kind == "m":
+            var = CFTimedeltaCoder().encode(var, name=name)
+        encoded[name] = var
         if da.ndim == 0:
             raise ValueError(f"variable {name!r} is a scalar; vds variables span 1 to 8 axes (keep it as an attribute)")
-        dtype = np.dtype(da.dtype)
+        dtype = np.dtype(var.dtype)
         if dtype.kind not in "biuf" or dtype.itemsize > 8 or dtype == np.float16:
-            raise TypeError(f"variable {name!r} holds {dtype}, which vds does not store (integers, float32/64, bool)")
-        attrs = _attrs(da.attrs)
+            raise TypeError(f"variable {name!r} holds {dtype}, which vds does not store (integers, float32/64, bool, "
+                            "datetimes and timedeltas)")
+        attrs = _attrs(var.attrs)
         unit = attrs.pop("units", "")
         variables[str(name)] = {"dtype": dtype, "dims": [str(d) for d in da.dims], "codec": codec,
                                 "chunks": _chunks_for(da, chunks), "unit": str(unit), "attrs": attrs}
@@ -185,8 +214,8 @@ def from_xarray(dataset, path, chunks=None, codec="zstd", overwrite=False, sync=
     if extra:
         attrs[COORDINATES_ATTR] = [str(n) for n in extra]
     with create(path, axes=axes, variables=variables, attrs=attrs, overwrite=overwrite, sync=sync) as ds:
-        for name, da in to_write.items():
-            _write_slabs(ds[str(name)], da, slab_bytes)
+        for name, var in encoded.items():
+            _write_slabs(ds[str(name)], var, slab_bytes)
     return path
 
 
@@ -204,7 +233,7 @@ def _chunks_for(da, chunks):
 
 
 def _write_slabs(var, da, slab_bytes):
-    """Writes ``da`` into ``var`` in slabs along its first axis, whole chunks at a time."""
+    """Writes ``da`` (an xarray Variable) into ``var`` in slabs along its first axis, whole chunks at a time."""
     n = da.shape[0]
     row = max(1, int(np.prod(da.shape[1:], dtype=np.int64)) * da.dtype.itemsize)
     step = max(1, slab_bytes // row)
