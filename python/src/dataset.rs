@@ -462,9 +462,12 @@ impl Dataset {
         self.with(py, |d| Ok(d.descriptor_json()))
     }
 
-    /// verify() -> dict: checks every checksum and structure of the current commit.
-    fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let r = self.with(py, |d| Ok(d.verify()?))?;
+    /// verify(full) -> dict: checks every checksum and structure of the
+    /// current commit; with `full`, also every level of detail and
+    /// partitioning against level 0.
+    #[pyo3(signature = (full=false))]
+    fn verify<'py>(&self, py: Python<'py>, full: bool) -> PyResult<Bound<'py, PyDict>> {
+        let r = self.with(py, |d| Ok(if full { d.verify_full()? } else { d.verify()? }))?;
         let out = PyDict::new(py);
         out.set_item("ok", r.is_ok())?;
         out.set_item("commit", r.commit)?;

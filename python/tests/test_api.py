@@ -129,6 +129,9 @@ def test_levels_of_detail_and_slices(tmp_path, rng):
     np.testing.assert_allclose(v.slice("crossline", 2, lod=1), want[:, 2, :], rtol=1e-5, atol=1e-6)
     with pytest.raises(vds.InvalidArgumentError, match="two axes free"):
         v.slice(["inline", "time"], [0, 0])
+    # The full check recomputes every level and the tiles from level 0.
+    report = ds.verify(full=True)
+    assert report["ok"] and report["problems"] == [], report
     ds.close()
 
 

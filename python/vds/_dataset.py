@@ -270,8 +270,15 @@ class Dataset(Mapping):
         else:
             self.close()
 
-    def verify(self) -> dict[str, Any]:
+    def verify(self, full: bool = False) -> dict[str, Any]:
         """Checks every checksum and structure of the current commit.
+
+        With ``full=True`` it then also recomputes every level of detail and
+        every partitioning (tiles) of each variable from level 0 and reports
+        each chunk that differs: a layer of intact chunks holding other values
+        is damage too, since a read that picks it returns them. That reads the
+        derived layers again (a few times the time of the plain check on a
+        variable with levels or tiles).
 
         Returns a dict: ``ok``, ``problems`` (one message per damaged
         structure, naming it and its offset), ``commit``, ``chunks``,
@@ -279,7 +286,7 @@ class Dataset(Mapping):
         Damage is reported there rather than raised; errors that stop the
         check itself raise.
         """
-        return self._core.verify()
+        return self._core.verify(full)
 
     def compact(self, mode: str = "keep") -> tuple[int, int]:
         """Rewrites the container without dead space, crash-safely; returns (bytes before, bytes after).
