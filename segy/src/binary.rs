@@ -226,8 +226,10 @@ impl BinaryHeader {
             }
         }
         let ext_text = get(305, FieldType::I16);
+        // Rev 0 left these bytes unassigned, but segyio writes and reads the
+        // count in any revision, so a positive count is honoured in all.
         let extended_textual = match ext_text {
-            _ if revision.0 == 0 => Some(0),
+            n if n < 0 && revision.0 == 0 => Some(0),
             -1 => None,
             n if n >= 0 => Some(n as u32),
             n => return Err(Error::malformed(format!("{n} extended textual headers")).at(at(305))),

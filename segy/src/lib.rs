@@ -26,6 +26,12 @@
 //!   byte where it is cut, never a silently shorter volume.
 //! - Variable-length traces (rev 2, fixed-length flag 0): each trace header
 //!   gives its count; a volume takes the longest, shorter traces are padded.
+//! - EBCDIC is code page 037 (segyio uses the POSIX `dd` table, which
+//!   differs for a few symbols such as `|`, `!`, `[`); the textual headers'
+//!   bytes are kept as well as their text, so nothing is lost either way.
+//! - Extended textual headers: a positive count in bytes 3505-3506 is
+//!   honoured in every revision (segyio writes it in rev 0 files too);
+//!   -1 ("ends with `((SEG: EndText))`") from rev 1 on.
 //! - Format 4 and rev 2 trace header extensions are refused as unsupported.
 //! - Geometry rules are in [`geometry`]'s documentation.
 //!
