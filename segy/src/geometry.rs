@@ -285,8 +285,19 @@ impl Geometry {
 }
 
 /// Reads the headers of `count` traces from `start` into `buf`, 240 bytes each.
+/// Short traces of a fixed-length file are read together (one call for
+/// many headers); long ones header by header, to read no more than needed.
 fn read_headers<'a, S: Source>(file: &SegyFile<S>, start: u64, count: u64, buf: &'a mut Vec<u8>) -> Result<&'a [u8]> {
     buf.clear();
+    let tb = file.trace_bytes();
+    if !file.variable_length() && tb <= 4 * trace::TRACE_HEADER_BYTES as u64 {
+        let mut all = vec![0u8; (count * tb) as usize];
+        file.read_raw_traces(start, count, &mut all)?;
+        for t in all.chunks_exact(tb as usize) {
+            buf.extend_from_slice(&t[..trace::TRACE_HEADER_BYTES]);
+        }
+        return Ok(buf);
+    }
     for i in start..start + count {
         buf.extend_from_slice(&file.trace_header(i)?);
     }

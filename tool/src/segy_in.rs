@@ -270,7 +270,10 @@ fn fill(file: &SegyFile<File>, g: &Geometry, out: &mut Dataset, quiet: bool, lef
     let ndim = shape.len();
     let mut progress = Progress::new("importing traces", bytes_of(&shape, esize)?, quiet);
     let mut scratch = Vec::new();
-    let mut trace = vec![0u8; 240 + (ns * file.format().size() as u64) as usize];
+    let trace = vec![0u8; 240 + (ns * file.format().size() as u64) as usize];
+    // Runs of traces read at once: about 4 MiB.
+    let run_max = (4usize << 20).div_ceil(trace.len());
+    let mut run = buffer((run_max * trace.len()) as u64)?;
     // Blocks keep whole traces, so each trace is read once, header and all.
     let mut bchunk = chunk.clone();
     bchunk[ndim - 1] = ns;
@@ -284,19 +287,14 @@ fn fill(file: &SegyFile<File>, g: &Geometry, out: &mut Dataset, quiet: bool, lef
         // Cells of the block in C order: the block's leading axes.
         let lead = &shape[..ndim - 1];
         let mut idx = vec![0u64; ndim - 1];
+        // (position in the block, trace number) of the block's live traces.
+        let mut live: Vec<(usize, u64)> = Vec::new();
         for t in 0..traces as usize {
             let cell = idx.iter().zip(&start).zip(lead).fold(0u64, |c, ((&i, &s), &n)| c * n + s + i);
             match g.cells[cell as usize] {
-                0 => {
-                    if masked {
-                        missing[t * ns as usize..(t + 1) * ns as usize].fill(true);
-                    }
-                }
-                n => {
-                    read_trace(file, n - 1, &mut trace, &mut scratch).map_err(|e| Fail::Error(e.to_string()))?;
-                    heads[t * 240..(t + 1) * 240].copy_from_slice(&trace[..240]);
-                    file.format().decode(file.binary.endian, &trace[240..], &mut buf[t * tbytes..(t + 1) * tbytes]);
-                }
+                0 if masked => missing[t * ns as usize..(t + 1) * ns as usize].fill(true),
+                0 => {}
+                n => live.push((t, n - 1)),
             }
             for k in (0..ndim - 1).rev() {
                 idx[k] += 1;
@@ -305,6 +303,27 @@ fn fill(file: &SegyFile<File>, g: &Geometry, out: &mut Dataset, quiet: bool, lef
                 }
                 idx[k] = 0;
             }
+        }
+        // Traces next to each other in the file and in the block are read
+        // in one call: a sorted file is read in long sequential runs.
+        let mut k = 0;
+        while k < live.len() {
+            let mut n = 1;
+            while k + n < live.len() && !file.variable_length() && n < run_max && live[k + n] == (live[k].0 + n, live[k].1 + n as u64) {
+                n += 1;
+            }
+            let bytes = &mut run[..n * trace.len()];
+            if n == 1 {
+                read_trace(file, live[k].1, bytes, &mut scratch).map_err(|e| Fail::Error(e.to_string()))?;
+            } else {
+                file.read_raw_traces(live[k].1, n as u64, bytes).map_err(|e| Fail::Error(e.to_string()))?;
+            }
+            for (j, tr) in bytes.chunks_exact(trace.len()).enumerate() {
+                let t = live[k].0 + j;
+                heads[t * 240..(t + 1) * 240].copy_from_slice(&tr[..240]);
+                file.format().decode(file.binary.endian, &tr[240..], &mut buf[t * tbytes..(t + 1) * tbytes]);
+            }
+            k += n;
         }
         let region = Region::new(&start, &bshape).map_err(|e| Fail::Error(e.to_string()))?;
         if masked {
