@@ -344,7 +344,9 @@ fn segy_text(s: &Value, survey: Option<&Value>) -> String {
         t += &format!("  offsets {} (byte {})\n", line(&s["offsets"]), s["offset_byte"]);
     }
     if let Some(c) = survey {
-        let xy = |v: &Value| format!("({}, {})", num(v[0].as_f64().unwrap_or(0.0)), num(v[1].as_f64().unwrap_or(0.0)));
+        // To the millimetre (or thousandth of a foot): the fit's rounding noise is not news.
+        let mm = |x: f64| num((x * 1000.0).round() / 1000.0 + 0.0);
+        let xy = |v: &Value| format!("({}, {})", mm(v[0].as_f64().unwrap_or(0.0)), mm(v[1].as_f64().unwrap_or(0.0)));
         let unit = c["unit"].as_str().filter(|u| !u.is_empty()).map_or(String::new(), |u| format!(" {u}"));
         t += &format!(
             "  world coordinates{unit}: origin {} at inline {}, crossline {}; per inline {}, per crossline {}\n",
