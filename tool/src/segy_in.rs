@@ -150,6 +150,7 @@ fn segy_attribute(file: &SegyFile<File>, g: &Geometry, delay: f64) -> Value {
         "missing_traces": g.cell_count() - g.traces,
         "sorting": g.sorting.name(),
         "two_d": g.two_d,
+        "variable_length": file.variable_length(),
         "inline_byte": g.keys.inline,
         "crossline_byte": g.keys.crossline,
         "offset_byte": g.keys.offset,

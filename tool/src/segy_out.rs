@@ -26,6 +26,8 @@ struct Plan {
     by_crossline: bool,
     /// Trace headers from this variable, when kept.
     headers: Option<usize>,
+    /// Traces of different lengths (rev 2): each written as long as its header says.
+    variable: bool,
     positions: [usize; 3],
 }
 
@@ -98,6 +100,7 @@ pub fn export(args: &Args, src: &Dataset, input: &str, output: &str, dest: &Dest
                 format,
                 by_crossline: s["sorting"] == "crossline",
                 headers,
+                variable: s["variable_length"] == Value::Bool(true),
                 positions: [pos("inline_byte", 189), pos("crossline_byte", 193), pos("offset_byte", 37)],
             }
         }
@@ -126,6 +129,7 @@ pub fn export(args: &Args, src: &Dataset, input: &str, output: &str, dest: &Dest
                 format,
                 by_crossline: false,
                 headers: None,
+                variable: false,
                 positions: [189, 193, 37],
             }
         }
@@ -261,8 +265,9 @@ pub fn export(args: &Args, src: &Dataset, input: &str, output: &str, dest: &Dest
                     };
                     let bytes = &data[t * (ns * esize) as usize..(t + 1) * (ns * esize) as usize];
                     plan.format.encode(plan.endian, bytes, &mut enc);
+                    let samples = if plan.variable { u64::from(plan.endian.u16(&header[114..116])).min(ns) } else { ns };
                     w.write_all(&header).map_err(werr)?;
-                    w.write_all(&enc).map_err(werr)?;
+                    w.write_all(&enc[..samples as usize * plan.format.size()]).map_err(werr)?;
                     index += 1;
                     progress.add(per_trace);
                 }

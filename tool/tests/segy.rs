@@ -197,3 +197,30 @@ fn damaged_segy_fails_with_the_trace_and_byte() {
         assert!(!dir.join(f).exists(), "{f} was left behind");
     }
 }
+
+/// Rev 2 traces of different lengths (which segyio does not write): the
+/// volume takes the longest, shorter traces read zeros past their end, and
+/// the export writes each as long as it was.
+#[test]
+fn variable_length_rev2_traces_round_trip() {
+    use vds_segy::writer::{binary_header, trace_header, TraceKeys};
+    let dir = scratch("variable");
+    let e = vds_segy::Endian::Little;
+    let mut f = vds_segy::text::encode(&vds_segy::text::card(&["C 1 variable"]), vds_segy::Encoding::Ascii);
+    let mut b = binary_header(e, vds_segy::SampleFormat::Int16, 5, 1000.0).unwrap();
+    vds_segy::binary::set_field(&mut b, 303, vds_segy::binary::FieldType::I16, e, 0);
+    f.extend(b);
+    for (t, ns) in [3u64, 5, 4].into_iter().enumerate() {
+        let keys =
+            TraceKeys { index: t as u64, inline: 7, crossline: 10 + t as i32, samples: ns as u16, interval: 1000, ..TraceKeys::default() };
+        f.extend(trace_header(e, &keys, [189, 193, 37]));
+        f.extend((0..ns).flat_map(|s| (100 * t as i16 + s as i16).to_le_bytes()));
+    }
+    std::fs::write(dir.join("var.sgy"), &f).unwrap();
+    ok(&dir, &["import", "var.sgy", "var.vds"]);
+    let ds = vds::Dataset::open(dir.join("var.vds")).unwrap();
+    let v: Vec<i16> = ds.read_vec("amplitude", &vds::Region::full(&[3, 5]).unwrap(), vds::Order::C).unwrap();
+    assert_eq!(v, [0, 1, 2, 0, 0, 100, 101, 102, 103, 104, 200, 201, 202, 203, 0]);
+    ok(&dir, &["export", "var.vds", "back.sgy"]);
+    assert!(std::fs::read(dir.join("back.sgy")).unwrap() == f, "the export differs");
+}
