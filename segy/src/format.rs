@@ -220,10 +220,18 @@ impl SampleFormat {
     /// Extra room in either is left alone.
     pub fn decode(self, endian: Endian, src: &[u8], dst: &mut [u8]) {
         let (size, native) = (self.size(), self.native_size());
-        for (s, d) in src.chunks_exact(size).zip(dst.chunks_exact_mut(native)) {
-            match self {
-                SampleFormat::IbmFloat32 => d.copy_from_slice(&ibm::ibm_to_ieee(endian.u32(s)).to_ne_bytes()),
-                SampleFormat::Int24 | SampleFormat::UInt24 => {
+        let swap = (endian == Endian::Big) == cfg!(target_endian = "little");
+        // One loop per case, the match outside it: this runs on every sample.
+        match self {
+            SampleFormat::IbmFloat32 => {
+                for (s, d) in src.chunks_exact(4).zip(dst.chunks_exact_mut(4)) {
+                    let bits = [s[0], s[1], s[2], s[3]];
+                    let v = if endian == Endian::Big { u32::from_be_bytes(bits) } else { u32::from_le_bytes(bits) };
+                    d.copy_from_slice(&ibm::ibm_to_ieee(v).to_ne_bytes());
+                }
+            }
+            SampleFormat::Int24 | SampleFormat::UInt24 => {
+                for (s, d) in src.chunks_exact(3).zip(dst.chunks_exact_mut(4)) {
                     let (hi, mid, lo) = match endian {
                         Endian::Big => (s[0], s[1], s[2]),
                         Endian::Little => (s[2], s[1], s[0]),
@@ -234,10 +242,15 @@ impl SampleFormat {
                     }
                     d.copy_from_slice(&v.to_ne_bytes());
                 }
-                _ => {
-                    d.copy_from_slice(s);
-                    if (endian == Endian::Big) == cfg!(target_endian = "little") {
-                        d.reverse();
+            }
+            _ if !swap || size == 1 => {
+                let n = src.len().min(dst.len()) / size * size;
+                dst[..n].copy_from_slice(&src[..n]);
+            }
+            _ => {
+                for (s, d) in src.chunks_exact(size).zip(dst.chunks_exact_mut(native)) {
+                    for (k, b) in d.iter_mut().enumerate() {
+                        *b = s[size - 1 - k];
                     }
                 }
             }

@@ -15,22 +15,23 @@ const IEMAXIB: u32 = 0x611F_FFFF;
 const IEMINIB: u32 = 0x2120_0000;
 
 /// The IEEE binary32 bits of the IBM float with bits `u`.
+///
+/// segyio looks up the mantissa's shift and the exponent's offset in two
+/// tables indexed by the top 3 mantissa bits; here both are computed from
+/// the leading zeros of those bits (the same numbers, checked against the
+/// tables in the tests), which keeps this loop free of memory lookups.
+#[inline]
 pub fn ibm_to_ieee(u: u32) -> u32 {
-    const IT: [u32; 8] = [0x2180_0000, 0x2140_0000, 0x2100_0000, 0x2100_0000, 0x20c0_0000, 0x20c0_0000, 0x20c0_0000, 0x20c0_0000];
-    const MT: [u32; 8] = [8, 4, 2, 2, 1, 1, 1, 1];
-    let mut manthi = u & 0x00ff_ffff;
-    let ix = (manthi >> 21) as usize;
-    let iexp = ((u & 0x7f00_0000).wrapping_sub(IT[ix])) << 1;
-    manthi = manthi.wrapping_mul(MT[ix]).wrapping_add(iexp);
+    let manthi = u & 0x00ff_ffff;
+    // 3 for a top hexadecimal digit of 0 or 1, 2 for 2-3, 1 for 4-7, 0 for 8-15.
+    let shift = (manthi >> 21).leading_zeros() - 29;
+    let iexp = ((u & 0x7f00_0000).wrapping_sub(0x20c0_0000 + shift * 0x0040_0000)) << 1;
     let inabs = u & 0x7fff_ffff;
-    if inabs > IEMAXIB {
-        manthi = IEEEMAX;
-    }
-    manthi |= u & 0x8000_0000;
+    let manthi = if inabs > IEMAXIB { IEEEMAX } else { (manthi << shift).wrapping_add(iexp) };
     if inabs < IEMINIB {
         0
     } else {
-        manthi
+        manthi | (u & 0x8000_0000)
     }
 }
 
@@ -62,6 +63,41 @@ mod tests {
         assert_eq!(f32::from_bits(ibm_to_ieee(0)), 0.0);
         assert_eq!(ieee_to_ibm(0), 0);
         assert_eq!(f32::from_bits(ibm_to_ieee(0x4080_0000)), 0.5);
+    }
+
+    /// segyio's table-driven conversion, the reference.
+    fn ibm_to_ieee_tables(u: u32) -> u32 {
+        const IT: [u32; 8] = [0x2180_0000, 0x2140_0000, 0x2100_0000, 0x2100_0000, 0x20c0_0000, 0x20c0_0000, 0x20c0_0000, 0x20c0_0000];
+        const MT: [u32; 8] = [8, 4, 2, 2, 1, 1, 1, 1];
+        let mut manthi = u & 0x00ff_ffff;
+        let ix = (manthi >> 21) as usize;
+        let iexp = ((u & 0x7f00_0000).wrapping_sub(IT[ix])) << 1;
+        manthi = manthi.wrapping_mul(MT[ix]).wrapping_add(iexp);
+        let inabs = u & 0x7fff_ffff;
+        if inabs > IEMAXIB {
+            manthi = IEEEMAX;
+        }
+        manthi |= u & 0x8000_0000;
+        if inabs < IEMINIB {
+            0
+        } else {
+            manthi
+        }
+    }
+
+    #[test]
+    fn computed_shifts_equal_segyios_tables() {
+        // Every sign, exponent and top mantissa digit, with varied low bits.
+        let mut x = 0x9e37_79b9u32;
+        for hi in 0..=0xfffu32 {
+            for _ in 0..64 {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                let u = hi << 20 | (x & 0x000f_ffff);
+                assert_eq!(ibm_to_ieee(u), ibm_to_ieee_tables(u), "{u:#x}");
+            }
+        }
     }
 
     #[test]

@@ -276,14 +276,26 @@ fn fill(file: &SegyFile<File>, g: &Geometry, out: &mut Dataset, quiet: bool, lef
     let run_max = (4usize << 20).div_ceil(trace.len());
     let mut run = buffer((run_max * trace.len()) as u64)?;
     // Blocks keep whole traces, so each trace is read once, header and all.
+    let (mut buf, mut heads) = (Vec::new(), Vec::new());
     let mut bchunk = chunk.clone();
     bchunk[ndim - 1] = ns;
     for (start, bshape) in Blocks::new(&shape, &bchunk, esize, block_budget()) {
         interrupted(left)?;
         let traces: u64 = bshape[..ndim - 1].iter().product();
         let tbytes = (ns * esize) as usize;
-        let mut buf = buffer(traces * ns * esize)?;
-        let mut heads = buffer(traces * 240)?;
+        // The buffers of the first block (the largest) serve every block:
+        // fresh ones would be paged in anew each time.
+        if buf.len() < (traces * ns * esize) as usize {
+            buf = buffer(traces * ns * esize)?;
+            heads = buffer(traces * 240)?;
+        }
+        let buf = &mut buf[..(traces * ns * esize) as usize];
+        let heads = &mut heads[..(traces * 240) as usize];
+        if masked {
+            // Missing traces read zeros (the fill value) and zero headers.
+            buf.fill(0);
+            heads.fill(0);
+        }
         let mut missing = if masked { vec![false; (traces * ns) as usize] } else { Vec::new() };
         // Cells of the block in C order: the block's leading axes.
         let lead = &shape[..ndim - 1];
@@ -328,16 +340,16 @@ fn fill(file: &SegyFile<File>, g: &Geometry, out: &mut Dataset, quiet: bool, lef
         }
         let region = Region::new(&start, &bshape).map_err(|e| Fail::Error(e.to_string()))?;
         if masked {
-            write_masked(out, dtype, &region, &buf, &missing)?;
+            write_masked(out, dtype, &region, buf, &missing)?;
         } else {
-            out.write_bytes(AMPLITUDE, &region, Order::C, &buf).map_err(|e| Fail::Error(e.to_string()))?;
+            out.write_bytes(AMPLITUDE, &region, Order::C, buf).map_err(|e| Fail::Error(e.to_string()))?;
         }
         let mut hstart = start[..ndim - 1].to_vec();
         hstart.push(0);
         let mut hshape = bshape[..ndim - 1].to_vec();
         hshape.push(240);
         let hregion = Region::new(&hstart, &hshape).map_err(|e| Fail::Error(e.to_string()))?;
-        out.write_bytes(TRACE_HEADERS, &hregion, Order::C, &heads).map_err(|e| Fail::Error(e.to_string()))?;
+        out.write_bytes(TRACE_HEADERS, &hregion, Order::C, heads).map_err(|e| Fail::Error(e.to_string()))?;
         progress.add(buf.len() as u64);
     }
     progress.finish();
