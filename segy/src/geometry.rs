@@ -245,7 +245,11 @@ impl Geometry {
                 let what = if keys.offset.is_some() { format!(", offset {}", t[2]) } else { String::new() };
                 return Err(Error::new(
                     ErrorKind::Geometry,
-                    format!("duplicate trace: inline {}, crossline {}{what}, as trace {}", t[0], t[1], grid[c]),
+                    format!(
+                        "duplicate trace: inline {}, crossline {}{what}, as trace {} (if the numbers are not at trace header bytes {} and {}, \
+                         see --inline-byte and --crossline-byte)",
+                        t[0], t[1], grid[c], keys.inline, keys.crossline
+                    ),
                 )
                 .trace(i as u64)
                 .at(at));

@@ -635,13 +635,13 @@ pub fn export(args: &Args) -> Result<(), Fail> {
         Some("F") | Some("f") if format != "ds" => true,
         Some(o) => return Err(args.usage(format!("--order {o:?}: expected C or F (and .ds is always C)"))),
     };
+    if format != "segy" && args.value("segy-format").is_some() {
+        return Err(args.usage("--segy-format is for SEG-Y output only".into()));
+    }
     let src = open(input)?;
     catch_interrupts();
     let dest = Destination::new(output, args.flag("force"))?;
     let left = format!("{output} was not written");
-    if format != "segy" && args.value("segy-format").is_some() {
-        return Err(args.usage("--segy-format is for SEG-Y output only".into()));
-    }
     if format == "segy" {
         for option in ["lod", "partitioning", "order"] {
             if args.value(option).is_some() {

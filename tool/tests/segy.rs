@@ -193,6 +193,18 @@ fn damaged_segy_fails_with_the_trace_and_byte() {
     assert!(e.contains("dup.sgy: trace 2 (byte 3880): duplicate trace: inline 1, crossline 1, offset 1, as trace 1"), "{e}");
     let out = vds_in(&dir, &["import", "ok.sgy", "ok.vds", "--inline-byte", "239"]);
     assert_eq!(out.status.code(), Some(2));
+    // SEG-Y options on other formats, and other formats' options on SEG-Y.
+    for (args, says) in [
+        (&["import", "x.npy", "x.vds", "--inline-byte", "9"][..], "--inline-byte is for SEG-Y input only"),
+        (&["import", "x.npy", "x.vds", "--2d"][..], "--2d is for SEG-Y input only"),
+        (&["import", "ok.sgy", "x.vds", "--dtype", "int8"][..], "--dtype is for raw input only"),
+        (&["import", "ok.sgy", "x.vds", "--name", "a"][..], "a segy file names its own"),
+        (&["export", "x.vds", "x.npy", "--segy-format", "1"][..], "--segy-format is for SEG-Y output only"),
+    ] {
+        let out = vds_in(&dir, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(says), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
     for f in ["cut.vds", "zero.vds", "dup.vds"] {
         assert!(!dir.join(f).exists(), "{f} was left behind");
     }
