@@ -13,6 +13,10 @@
 //!   naming both, never a silent overwrite.
 //! - A line whose traces all share one inline number is 2-D: its axes are
 //!   the trace position along the line (the crossline field) and samples.
+//!
+//! Memory: the scan keeps 28 bytes per trace (its keys and CDP X/Y, for the
+//! fit and its misfit) and 8 bytes per grid cell, about 1 % of a file of
+//! 1000-sample traces; nothing else it holds grows with the file.
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::reader::{SegyFile, Source};

@@ -181,3 +181,22 @@ fn fuzz_seeds_never_panic() {
         }
     }
 }
+
+#[test]
+fn rev0_key_positions_9_and_21() {
+    let endian = Endian::Big;
+    let mut f = text::encode(&text::card(&["C 1 rev 0"]), Encoding::Ebcdic);
+    f.extend(binary_header(endian, SampleFormat::IbmFloat32, 2, 4000.0).unwrap());
+    for t in 0..6u64 {
+        let keys = TraceKeys { index: t, inline: 100 + (t / 3) as i32, crossline: 7 + (t % 3) as i32, samples: 2, ..TraceKeys::default() };
+        f.extend(trace_header(endian, &keys, [9, 21, 37]));
+        f.extend([0x41, 0x10, 0, 0, 0x42, 0x20, 0, 0]);
+    }
+    let file = SegyFile::open(&f[..]).unwrap();
+    // At the rev 1 positions there is nothing: every trace is inline 0, crossline 0.
+    let e = Geometry::scan(&file, KeyBytes::default(), &mut |_| true).unwrap_err();
+    assert!(e.to_string().contains("see --inline-byte and --crossline-byte"), "{e}");
+    let g = Geometry::scan(&file, KeyBytes { inline: 9, crossline: 21, ..KeyBytes::default() }, &mut |_| true).unwrap();
+    assert_eq!((g.inlines.first, g.inlines.count, g.crosslines.first, g.crosslines.count), (100, 2, 7, 3));
+    assert!(g.complete());
+}

@@ -63,6 +63,9 @@ pub fn export(args: &Args, src: &Dataset, input: &str, output: &str, dest: &Dest
             "{input}: {v:?} has {ndim} dimensions; SEG-Y holds at most 4 (inline, crossline, offset, sample)"
         )));
     }
+    if let Some(n) = shape[..ndim - 1].iter().find(|&&n| n > i32::MAX as u64) {
+        return Err(Fail::Error(format!("{input}: {v:?} has an axis of {n} samples; SEG-Y numbers traces with 32-bit integers")));
+    }
     let ns = shape[ndim - 1];
     let axes: Vec<&vds::Axis> = var.axes().iter().map(|&k| &src.axes()[k]).collect();
     let requested = args.parsed("segy-format", |s| {
