@@ -236,3 +236,50 @@ fn variable_length_rev2_traces_round_trip() {
     ok(&dir, &["export", "var.vds", "back.sgy"]);
     assert!(std::fs::read(dir.join("back.sgy")).unwrap() == f, "the export differs");
 }
+
+/// Ctrl-C during a SEG-Y import stops it and leaves no destination behind,
+/// as for the other imports.
+#[test]
+fn ctrl_c_during_a_segy_import_leaves_nothing() {
+    use std::io::Read;
+    use std::process::Stdio;
+    use vds_segy::writer::{binary_header, trace_header, TraceKeys};
+    let dir = scratch("interrupt");
+    let (n, ns) = (128i32, 500u64);
+    let e = vds_segy::Endian::Big;
+    let mut f = vds_segy::text::encode(&vds_segy::text::card(&["C 1 interrupt"]), vds_segy::Encoding::Ebcdic);
+    f.extend(binary_header(e, vds_segy::SampleFormat::Float32, ns, 4000.0).unwrap());
+    for t in 0..n * n {
+        let keys =
+            TraceKeys { index: t as u64, inline: t / n, crossline: t % n, samples: ns as u16, interval: 4000, ..TraceKeys::default() };
+        f.extend(trace_header(e, &keys, [189, 193, 37]));
+        f.extend((0..ns).flat_map(|s| ((s as f32 * 0.05 + t as f32 * 0.01).sin()).to_be_bytes()));
+    }
+    std::fs::write(dir.join("big.sgy"), &f).unwrap();
+    drop(f);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vds"))
+        .args(["import", "big.sgy", "big.vds", "--codec", "deflate:9"])
+        .env("VDS_BLOCK_BYTES", "1")
+        .env("VDS_PROGRESS", "always")
+        .current_dir(&dir)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = child.stderr.take().unwrap();
+    // Wait until the traces are being imported (after the header scan).
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    while !String::from_utf8_lossy(&seen).contains("importing traces") {
+        assert_eq!(err.read(&mut byte).unwrap(), 1, "{}", String::from_utf8_lossy(&seen));
+        seen.push(byte[0]);
+    }
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{rest}");
+    assert!(rest.contains("interrupted; big.vds was not written"), "{rest}");
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(left, ["big.sgy"], "only the source remains");
+}
