@@ -4,7 +4,8 @@
 # a Python virtual environment in target/pyenv with NumPy and ds-format (to
 # read the .ds files the vds tool writes), maturin (builds the Python
 # package), pytest, and the peers its tests compare with or write through:
-# xarray, Dask with distributed, netCDF4 and h5py. Then the Python package
+# xarray, Dask with distributed, netCDF4 and h5py; and segyio, which writes
+# the SEG-Y files the SEG-Y tests import and reads back those libvds writes. Then the Python package
 # itself (python/), built from these sources, when the venv has none yet;
 # tests/python_binding.rs reinstalls it so that it is always current.
 # Used by .ci/run and by the README's test command.
@@ -24,11 +25,12 @@ if [ -n "$missing" ]; then
     $sudo apt-get install -y -qq $missing
 fi
 py=target/pyenv/bin/python
-if ! $py -c "import numpy, ds_format, maturin, pytest, xarray, dask.array, distributed, netCDF4, h5py" 2>/dev/null; then
-    echo "creating target/pyenv with numpy, ds-format, maturin, pytest, xarray, dask, netCDF4 and h5py"
+if ! $py -c "import numpy, ds_format, maturin, pytest, xarray, dask.array, distributed, netCDF4, h5py, segyio" 2>/dev/null; then
+    echo "creating target/pyenv with numpy, ds-format, maturin, pytest, xarray, dask, netCDF4, h5py and segyio"
     [ -x $py ] || python3 -m venv target/pyenv
     target/pyenv/bin/pip install -q "numpy>=1.24" "ds-format==5.0.2" "maturin>=1.9,<2" "pytest>=8" \
-        "xarray>=2024.1" "dask[array]>=2024.1" "distributed>=2024.1" "netCDF4>=1.6" "h5py>=3.8"
+        "xarray>=2024.1" "dask[array]>=2024.1" "distributed>=2024.1" "netCDF4>=1.6" "h5py>=3.8" \
+        "segyio==1.9.14"
 fi
 if ! $py -c "import vds._vds" 2>/dev/null; then
     echo "building and installing the Python package (python/) into target/pyenv"

@@ -25,24 +25,36 @@ pub const SCALAR_AXIS: &str = "scalar";
 pub static IMPORT: Spec = Spec {
     name: "import",
     help: "\
-vds import: make a container from a .npy file, a .ds file or raw binary
+vds import: make a container from a .npy file, a .ds file, SEG-Y or raw binary
 
 Usage: vds import INPUT OUTPUT.vds [options]
 
-The input's format comes from its extension (.npy, .ds) or from --format.
+The input's format comes from its extension (.npy, .ds, .sgy, .segy) or
+from --format.
 A .npy file becomes one variable (named after the file unless --name);
 a .ds file brings every variable, its dimensions and attributes, missing-value
 masks (as a bool variable NAME:missing) and strings (as uint8 with a
 trailing NAME:strlen axis). Raw binary needs --dtype and --shape.
+SEG-Y (rev 0, 1, 2.1; any sample format, either byte order, any trace
+order) becomes `amplitude` [inline, crossline, (offset,) sample] or
+[cdp, sample] for a 2-D line, with a mask where traces are missing,
+every trace header in `segy_trace_header`, and the textual and binary
+headers and world coordinates in the attributes.
 
 Options:
-  --format npy|ds|raw   the input's format
+  --format npy|ds|segy|raw   the input's format
   --name NAME           the variable's name (.npy and raw)
   --axes A,B,...        axis names (.npy and raw; default dim0, dim1, ...)
   --dtype TYPE          raw: int8 ... uint64, float32, float64 or bool
   --shape N,N,...       raw: the array's shape
   --order C|F           raw: C (last axis fastest, the default) or F
   --endian little|big   raw: byte order (default little)
+  --inline-byte N       SEG-Y: trace header byte of the inline number (default 189; rev 0: 9)
+  --crossline-byte N    SEG-Y: trace header byte of the crossline number (default 193; rev 0: 21)
+  --offset-byte N       SEG-Y: trace header byte of the offset (default 37)
+  --prestack            SEG-Y: gathers by offset (also chosen when inline and
+                        crossline repeat)
+  --2d                  SEG-Y: one 2-D line, whatever the inline numbers
   --chunk N,N,...       chunk shape (for variables of that many dimensions);
                         VAR=N,N,... for one variable; repeatable
   --codec none|deflate[:LEVEL]|zstd[:LEVEL]
@@ -58,31 +70,54 @@ Options:
 
 Example:
   vds import survey.npy survey.vds --axes inline,crossline,time --chunk 64,64,64
+  vds import survey.sgy survey.vds
 ",
-    values: &["format", "name", "axes", "dtype", "shape", "order", "endian", "chunk", "codec", "lods", "lod-method", "partitioning"],
-    flags: &["no-shuffle", "force", "quiet"],
+    values: &[
+        "format",
+        "name",
+        "axes",
+        "dtype",
+        "shape",
+        "order",
+        "endian",
+        "chunk",
+        "codec",
+        "lods",
+        "lod-method",
+        "partitioning",
+        "inline-byte",
+        "crossline-byte",
+        "offset-byte",
+    ],
+    flags: &["no-shuffle", "force", "quiet", "prestack", "2d"],
     positional: (2, 2),
 };
 
 pub static EXPORT: Spec = Spec {
     name: "export",
     help: "\
-vds export: write variables to a .npy file, a .ds file or raw binary
+vds export: write variables to a .npy file, a .ds file, SEG-Y or raw binary
 
 Usage: vds export FILE.vds OUTPUT [VAR] [options]
 
-The format comes from OUTPUT's extension (.npy, .ds) or from --format.
+The format comes from OUTPUT's extension (.npy, .ds, .sgy, .segy) or from
+--format. SEG-Y takes a variable of 1 to 4 dimensions, the last the
+samples: a container imported from SEG-Y is written back with its kept
+headers, byte order, format and trace order (a regular file comes back
+byte for byte); any other gets headers made from its axes.
 .npy and raw take one variable (VAR may be left out when there is only one);
 .ds takes every variable with its attributes, restoring what `vds import`
 brought from a .ds file (masks, strings, scalars) exactly.
 
 Options:
-  --format npy|ds|raw   the output's format
+  --format npy|ds|segy|raw   the output's format
   --order C|F           .npy and raw: memory order of the output (default C)
   --lod K               .npy and raw: level of detail K (default 0, the data)
   --partitioning P      .npy and raw: read partitioning P (default: whichever
                         reads fastest; 0 is the bricks, which every other
                         layer is derived from)
+  --segy-format N       SEG-Y: sample format code (1 IBM float, 5 IEEE float,
+                        ...; default: the kept one, else the variable's type)
   --mask                .npy and raw: the missing-value mask (bool, true where
                         a value is missing) instead of the values
   -f, --force           replace OUTPUT if it exists
@@ -91,8 +126,9 @@ Options:
 Example:
   vds export survey.vds amplitude.npy amplitude
   vds export survey.vds overview.npy amplitude --lod 2
+  vds export survey.vds survey2.sgy
 ",
-    values: &["format", "order", "lod", "partitioning"],
+    values: &["format", "order", "lod", "partitioning", "segy-format"],
     flags: &["force", "quiet", "mask"],
     positional: (2, 3),
 };
@@ -178,9 +214,11 @@ fn format_of(args: &Args, path: &str) -> Result<&'static str, Fail> {
         Some("npy") => Ok("npy"),
         Some("ds") => Ok("ds"),
         Some("raw") => Ok("raw"),
-        Some(f) => Err(args.usage(format!("--format {f:?}: expected npy, ds or raw"))),
+        Some("segy") => Ok("segy"),
+        Some(f) => Err(args.usage(format!("--format {f:?}: expected npy, ds, segy or raw"))),
         None if path.ends_with(".npy") => Ok("npy"),
         None if path.ends_with(".ds") => Ok("ds"),
+        None if [".sgy", ".segy", ".SGY", ".SEGY"].iter().any(|e| path.ends_with(e)) => Ok("segy"),
         None => Ok("raw"),
     }
 }
@@ -202,8 +240,8 @@ fn parse_codec(s: &str) -> Result<Codec, String> {
 }
 
 /// The codec and chunk options of import and copy.
-struct Layout {
-    codec: Option<Codec>,
+pub struct Layout {
+    pub codec: Option<Codec>,
     chunks: Vec<ShapeFor>,
     /// Further partitionings, as `chunks`.
     partitionings: Vec<ShapeFor>,
@@ -250,7 +288,7 @@ impl Layout {
     }
 
     /// The chunk shape asked for a variable of `ndim` dimensions, if any.
-    fn chunk(&self, name: &str, ndim: usize) -> Option<&[u64]> {
+    pub fn chunk(&self, name: &str, ndim: usize) -> Option<&[u64]> {
         let named = self.chunks.iter().find(|(v, _)| v.as_deref() == Some(name));
         named.or_else(|| self.chunks.iter().rev().find(|(v, s)| v.is_none() && s.len() == ndim)).map(|(_, s)| s.as_slice())
     }
@@ -271,7 +309,7 @@ impl Layout {
 
     /// Applies the levels of detail and partitionings asked for (or, when
     /// none were, those of `keep`) to a variable being built.
-    fn apply(&self, vb: &mut VariableBuilder, ndim: usize, keep: Option<(&Variable, &[&str])>) {
+    pub fn apply(&self, vb: &mut VariableBuilder, ndim: usize, keep: Option<(&Variable, &[&str])>) {
         let name = vb.name().to_string();
         let lod_method = |m: LodMethod| if vb.dtype() == DType::Bool { LodMethod::Nearest } else { m };
         match (self.lods, keep) {
@@ -292,7 +330,7 @@ impl Layout {
     }
 
     /// Fails on a `VAR=` chunk option naming no variable, or one of the wrong length.
-    fn check(&self, vars: &[(String, usize)]) -> Result<(), Fail> {
+    pub fn check(&self, vars: &[(String, usize)]) -> Result<(), Fail> {
         for (v, s) in self.chunks.iter().chain(&self.partitionings) {
             match v {
                 Some(v) => match vars.iter().find(|(n, _)| n == v) {
@@ -323,8 +361,22 @@ pub fn import(args: &Args) -> Result<(), Fail> {
             }
         }
     }
-    if format == "ds" && (args.value("name").is_some() || args.value("axes").is_some()) {
-        return Err(args.usage("--name and --axes are for .npy and raw input; a .ds file names its own".into()));
+    if (format == "ds" || format == "segy") && (args.value("name").is_some() || args.value("axes").is_some()) {
+        return Err(args.usage(format!("--name and --axes are for .npy and raw input; a {format} file names its own")));
+    }
+    if format != "segy" {
+        for segy_only in crate::segy_in::SEGY_VALUES {
+            if args.value(segy_only).is_some() {
+                return Err(args.usage(format!("--{segy_only} is for SEG-Y input only")));
+            }
+        }
+        for segy_only in crate::segy_in::SEGY_FLAGS {
+            if args.flag(segy_only) {
+                return Err(args.usage(format!("--{segy_only} is for SEG-Y input only")));
+            }
+        }
+    } else {
+        return crate::segy_in::import(args, &layout);
     }
     let plan = match format {
         "ds" => ds::read(input)?,
@@ -379,7 +431,7 @@ pub fn import(args: &Args) -> Result<(), Fail> {
 }
 
 /// The line import and copy print: what the new container holds.
-fn summary(output: &str, raw: u64) -> Result<(), Fail> {
+pub fn summary(output: &str, raw: u64) -> Result<(), Fail> {
     let ds = open(output)?;
     let names: Vec<String> = ds
         .variables()
@@ -583,10 +635,25 @@ pub fn export(args: &Args) -> Result<(), Fail> {
         Some("F") | Some("f") if format != "ds" => true,
         Some(o) => return Err(args.usage(format!("--order {o:?}: expected C or F (and .ds is always C)"))),
     };
+    if format != "segy" && args.value("segy-format").is_some() {
+        return Err(args.usage("--segy-format is for SEG-Y output only".into()));
+    }
     let src = open(input)?;
     catch_interrupts();
     let dest = Destination::new(output, args.flag("force"))?;
     let left = format!("{output} was not written");
+    if format == "segy" {
+        for option in ["lod", "partitioning", "order"] {
+            if args.value(option).is_some() {
+                return Err(args.usage(format!("--{option} is for .npy and raw output")));
+            }
+        }
+        if args.flag("mask") {
+            return Err(args.usage("--mask is for .npy and raw output; SEG-Y leaves missing traces out".into()));
+        }
+        crate::segy_out::export(args, &src, input, output, &dest, &left)?;
+        return dest.finish();
+    }
     if format == "ds" {
         if args.pos(2).is_some() {
             return Err(args.usage("a .ds file takes every variable; leave VAR out".into()));

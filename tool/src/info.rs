@@ -303,8 +303,65 @@ fn render(r: &Value) -> String {
         size(u(&r["reclaimable_bytes"])),
         u(&r["index_pages"])
     );
-    if let Some(a) = r["attributes"].as_object().filter(|a| !a.is_empty()) {
-        t += &format!("attributes: {}\n", Value::Object(a.clone()));
+    let mut attrs = r["attributes"].as_object().cloned().unwrap_or_default();
+    if let Some(seg) = attrs.shift_remove(crate::segy_in::SEGY_ATTR) {
+        t += &segy_text(&seg, attrs.shift_remove(crate::segy_in::SURVEY_ATTR).as_ref());
+    }
+    if !attrs.is_empty() {
+        t += &format!("attributes: {}\n", Value::Object(attrs));
+    }
+    t
+}
+
+/// The survey geometry and world coordinates of a container imported from
+/// SEG-Y, in place of the raw attributes (`--json` has them all).
+fn segy_text(s: &Value, survey: Option<&Value>) -> String {
+    let line = |v: &Value| match v.as_array().map(|a| a.iter().map(|x| x.as_i64().unwrap_or(0)).collect::<Vec<_>>()).as_deref() {
+        Some(&[first, last, step]) => format!("{first}..{last} step {step}"),
+        _ => "-".to_string(),
+    };
+    let mut t = format!(
+        "SEG-Y: rev {}, {}-endian, format {}, {} traces, {} samples every {} us, sorted by {}{}\n",
+        s["revision"].as_str().unwrap_or("?"),
+        s["byte_order"].as_str().unwrap_or("?"),
+        s["format"],
+        s["traces"],
+        s["samples"],
+        num(s["sample_interval"].as_f64().unwrap_or(0.0)),
+        s["sorting"].as_str().unwrap_or("?"),
+        match s["missing_traces"].as_u64() {
+            Some(0) | None => String::new(),
+            Some(n) => format!(", {n} missing"),
+        }
+    );
+    if s["two_d"] == Value::Bool(true) {
+        t += &format!("  2-D line: cdp {} (trace header byte {})\n", line(&s["crosslines"]), s["crossline_byte"]);
+    } else {
+        t += &format!("  inlines {} (trace header byte {})\n", line(&s["inlines"]), s["inline_byte"]);
+        t += &format!("  crosslines {} (byte {})\n", line(&s["crosslines"]), s["crossline_byte"]);
+    }
+    if !s["offsets"].is_null() {
+        t += &format!("  offsets {} (byte {})\n", line(&s["offsets"]), s["offset_byte"]);
+    }
+    if let Some(c) = survey {
+        // To the millimetre (or thousandth of a foot): the fit's rounding noise is not news.
+        let mm = |x: f64| num((x * 1000.0).round() / 1000.0 + 0.0);
+        let xy = |v: &Value| format!("({}, {})", mm(v[0].as_f64().unwrap_or(0.0)), mm(v[1].as_f64().unwrap_or(0.0)));
+        let unit = c["unit"].as_str().filter(|u| !u.is_empty()).map_or(String::new(), |u| format!(" {u}"));
+        t += &format!(
+            "  world coordinates{unit}: origin {} at inline {}, crossline {}; per inline {}, per crossline {}\n",
+            xy(&c["origin"]),
+            c["first_inline"],
+            c["first_crossline"],
+            xy(&c["inline_spacing"]),
+            xy(&c["crossline_spacing"])
+        );
+    }
+    if let Some(first) = s["textual_headers"].as_array().and_then(|a| a.first()).and_then(Value::as_str) {
+        let shown: Vec<&str> = first.lines().map(str::trim_end).filter(|l| l.len() > 3).take(4).collect();
+        for l in shown {
+            t += &format!("  | {l}\n");
+        }
     }
     t
 }

@@ -1,5 +1,5 @@
 //! `vds`: look inside libvds containers, check them, and convert arrays to
-//! and from NumPy `.npy`, the ds format and raw binary.
+//! and from NumPy `.npy`, the ds format, SEG-Y and raw binary.
 //!
 //! Exit status: 0 on success, 1 when something failed (a missing or damaged
 //! file, a verify that found damage), 2 for a usage error, 130 after Ctrl-C.
@@ -10,6 +10,8 @@ mod ds;
 mod info;
 mod npy;
 mod png;
+mod segy_in;
+mod segy_out;
 mod slice;
 mod util;
 
@@ -28,8 +30,8 @@ Commands:
   dump     print a variable's values as text or CSV
   verify   check every checksum and structure; exit status 1 on damage
   slice    save one plane of a variable as a PNG picture
-  import   make a container from a .npy file, a .ds file or raw binary
-  export   write variables to a .npy file, a .ds file or raw binary
+  import   make a container from a .npy file, a .ds file, SEG-Y or raw binary
+  export   write variables to a .npy file, a .ds file, SEG-Y or raw binary
   copy     copy a container with new chunking or codec, in bounded memory
 
 Run `vds <command> --help` for a command's options and an example.
