@@ -8,13 +8,15 @@
 mod common;
 use common::*;
 use vds::serde_json::json;
-use vds::{Axis, Codec, DType, Dataset, DatasetBuilder, ErrorKind, Order, Recovery, Region, VariableBuilder};
+use vds::{Axis, Codec, DType, Dataset, DatasetBuilder, ErrorKind, Layout, Order, Recovery, Region, VariableBuilder};
 
 const SHAPE: [u64; 2] = [40, 30];
 
+/// In the aligned layout, whose offsets these tests compute.
 fn builder() -> DatasetBuilder {
     let mut b = DatasetBuilder::new();
-    b.axis(Axis::new("y", 40))
+    b.layout(Layout::Aligned)
+        .axis(Axis::new("y", 40))
         .axis(Axis::new("x", 30))
         .variable(VariableBuilder::new("v", DType::Float64, &["y", "x"]).chunk(&[10, 10]).codec(Codec::deflate(1)));
     b
@@ -186,10 +188,11 @@ fn rollback_discards_uncommitted_work() {
 /// Sets the sequence number of commit slot `which` (re-sealing its CRC32).
 fn set_sequence(path: &std::path::Path, which: usize, sequence: u64) {
     let mut bytes = std::fs::read(path).unwrap();
-    let at = head_len(&bytes) + which * 512;
+    let size = slot_size(&bytes);
+    let at = head_len(&bytes) + which * size;
     bytes[at + 16..at + 24].copy_from_slice(&sequence.to_le_bytes());
-    let crc = crc32(&bytes[at..at + 508]);
-    bytes[at + 508..at + 512].copy_from_slice(&crc.to_le_bytes());
+    let crc = crc32(&bytes[at..at + size - 4]);
+    bytes[at + size - 4..at + size].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(path, bytes).unwrap();
 }
 

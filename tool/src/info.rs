@@ -175,6 +175,8 @@ fn describe(ds: &Dataset, path: &str) -> Result<Value, Fail> {
         "live_bytes": space.live_bytes,
         "reclaimable_bytes": space.reclaimable_bytes,
         "index_pages": space.index_pages,
+        "layout": if ds.layout() == vds::Layout::Compact { "compact" } else { "aligned" },
+        "index_page_bytes": ds.index_page_size(),
         "external_slots": ds.external_slots(),
         "attributes": ds.attributes(),
         "axes": axes,
@@ -203,11 +205,13 @@ fn scalar_json(x: vds::Scalar) -> Value {
 fn render(r: &Value) -> String {
     let u = |v: &Value| v.as_u64().unwrap_or(0);
     let mut t = format!(
-        "{}: vds {} container, commit {}, {}\n",
+        "{}: vds {} container, commit {}, {}, {} layout, {}-byte index pages\n",
         r["file"].as_str().unwrap_or(""),
         r["format"].as_str().unwrap_or(""),
         u(&r["commit"]),
-        size(u(&r["file_bytes"]))
+        size(u(&r["file_bytes"])),
+        r["layout"].as_str().unwrap_or(""),
+        u(&r["index_page_bytes"])
     );
     t += "axes:\n";
     let width = r["axes"].as_array().into_iter().flatten().map(|a| a["name"].as_str().unwrap_or("").len()).max().unwrap_or(0);
