@@ -148,30 +148,40 @@ fn suite_a(o: &Opts) {
     settle();
     let floor_r = time(3, || plain_read(&dir.join("large.bin"), &mut buf));
     let shape = [planes as u64, 1000, 1000];
-    let w = time(3, || {
-        let mut ds = DatasetBuilder::new()
-            .overwrite(true)
-            .durability(Durability::None)
-            .axis(Axis::new("z", shape[0]))
-            .axis(Axis::new("y", 1000))
-            .axis(Axis::new("x", 1000))
-            .variable(VariableBuilder::new("v", DType::Float64, &["z", "y", "x"]).chunk(&[1, 250, 1000]))
-            .create(dir.join("large.vds"))
-            .unwrap();
-        ds.write("v", &Region::full(&shape).unwrap(), Order::C, &data).unwrap();
-        ds.close().unwrap();
-    });
     let mut out = vec![0f64; count];
-    settle();
-    let r = time(3, || {
-        let ds = Dataset::open(dir.join("large.vds")).unwrap();
-        ds.read("v", &Region::full(&shape).unwrap(), Order::C, &mut out).unwrap();
-    });
-    assert!(out == data);
+    // The harness's chunks, the default ones (slabs, SPEC.md 3.1), and the
+    // default before format 1.4 (cubes of about 1 MiB).
+    for (label, chunk) in [("1x250x1000 chunks", Some([1, 250, 1000])), ("default chunks", None), ("50^3 chunks", Some([50, 50, 50]))] {
+        let w = time(3, || {
+            let mut var = VariableBuilder::new("v", DType::Float64, &["z", "y", "x"]);
+            if let Some(c) = chunk {
+                var.chunk(&c);
+            }
+            let mut ds = DatasetBuilder::new()
+                .overwrite(true)
+                .durability(Durability::None)
+                .axis(Axis::new("z", shape[0]))
+                .axis(Axis::new("y", 1000))
+                .axis(Axis::new("x", 1000))
+                .variable(&var)
+                .create(dir.join("large.vds"))
+                .unwrap();
+            ds.write("v", &Region::full(&shape).unwrap(), Order::C, &data).unwrap();
+            ds.close().unwrap();
+        });
+        out.fill(0.0);
+        settle();
+        let r = time(3, || {
+            let ds = Dataset::open(dir.join("large.vds")).unwrap();
+            ds.read("v", &Region::full(&shape).unwrap(), Order::C, &mut out).unwrap();
+        });
+        assert!(out == data);
+        let what = format!("large ({planes}x1000x1000 float64, {label})");
+        t.row(&format!("write {what}"), w, raw.len() as u64, disk(&dir.join("large.vds")), floor_w);
+        t.row(&format!("read {what}"), r, raw.len() as u64, 0, floor_r);
+    }
     let mut copy = vec![0u8; raw.len()];
     let memcpy = time(3, || copy.copy_from_slice(raw));
-    t.row(&format!("write large ({planes}x1000x1000 float64)"), w, raw.len() as u64, disk(&dir.join("large.vds")), floor_w);
-    t.row(&format!("read large ({planes}x1000x1000 float64)"), r, raw.len() as u64, 0, floor_r);
     t.row("memcpy of the large array", memcpy, raw.len() as u64, 0, 0.0);
     t.print();
 }

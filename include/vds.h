@@ -623,8 +623,9 @@ vds_status vds_builder_add_axis(struct vds_builder *b,
 
 /**
  * Adds a variable `name` of type `dtype` spanning `naxes` axes named in
- * `axes` (slowest first), with chunk extents `chunk[0..naxes]`, or a
- * default chunk shape of about 1 MiB when `chunk` is NULL. Defaults: fill
+ * `axes` (slowest first), with chunk extents `chunk[0..naxes]`, or, when
+ * `chunk` is NULL, the default: slabs of whole trailing axes of at most
+ * 4 MiB (one chunk for a variable of at most 4 MiB; SPEC.md 3.1). Defaults: fill
  * value 0 (false), no compression, no unit.
  *
  * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,

@@ -21,6 +21,7 @@ use std::fs::{File, OpenOptions as FsOpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+mod chunking;
 mod consistency;
 mod fragments;
 mod growth;
@@ -31,6 +32,7 @@ mod maintenance;
 mod quant;
 mod slots;
 mod writeback;
+pub use chunking::{default_chunk_shape, DEFAULT_CHUNK_BYTES};
 pub use fragments::MergeReport;
 pub use layout::{Layout, COMPACT_LIMIT};
 pub use locking::FILE_LOCKING_ENV;
@@ -199,7 +201,8 @@ pub struct VariableBuilder {
 
 impl VariableBuilder {
     /// A variable `name` of type `dtype` spanning the named axes, slowest first.
-    /// Defaults: chunks of about 1 MiB, fill value 0 (false for bool), no compression.
+    /// Defaults: [`default_chunk_shape`] (slabs of at most 4 MiB), fill
+    /// value 0 (false for bool), no compression.
     pub fn new(name: &str, dtype: DType, axes: &[&str]) -> VariableBuilder {
         VariableBuilder {
             name: name.into(),
@@ -227,7 +230,12 @@ impl VariableBuilder {
     pub fn name(&self) -> &str {
         &self.name
     }
-    /// The chunk shape, one extent per axis of the variable.
+    /// The chunk shape, one extent per axis of the variable. Without one, a
+    /// variable gets [`default_chunk_shape`]: slabs of whole trailing axes,
+    /// at most [`DEFAULT_CHUNK_BYTES`] each, so that a variable of at most
+    /// 4 MiB is one chunk and whole-array reads and writes are sequential;
+    /// ask for bricks (e.g. `[64, 64, 64]`) for access by sub-volumes or by
+    /// slices across every axis.
     pub fn chunk(&mut self, shape: &[u64]) -> &mut VariableBuilder {
         self.chunk = Some(shape.to_vec());
         self
@@ -315,11 +323,8 @@ impl VariableBuilder {
         let chunk = match &self.chunk {
             Some(c) => c.clone(),
             None => {
-                // About 1 MiB per chunk, the same extent along each axis, capped by the axis.
-                let n = self.axes.len().max(1) as f64;
-                let target = (1u64 << 20) as f64 / self.dtype.size() as f64;
-                let edge = (target.powf(1.0 / n).floor() as u64).max(1);
-                self.axes.iter().map(|name| axes.iter().find(|a| &a.name == name).map_or(edge, |a| edge.min(a.samples))).collect()
+                let shape: Vec<u64> = self.axes.iter().map(|name| axes.iter().find(|a| &a.name == name).map_or(1, |a| a.samples)).collect();
+                chunking::default_chunk_shape(&shape, self.dtype.size())
             }
         };
         let fill = match self.no_value {

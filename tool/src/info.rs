@@ -13,7 +13,8 @@ vds info: axes, variables, chunking, codecs, chunk counts and space of a contain
 
 Usage: vds info FILE [--json]
 
-For each variable: type, axes, chunk shape and grid, codec, fill value, chunks
+For each variable: type, axes, chunk shape and grid (and whether the shape is
+the default one, C-order slabs of at most 4 MiB), codec, fill value, chunks
 stored, constant, fill-only and unwritten, bytes raw and on disk, and the
 compression ratio. For the file: external-file slots, the commit, and the
 space compaction would reclaim.
@@ -146,6 +147,9 @@ fn describe(ds: &Dataset, path: &str) -> Result<Value, Fail> {
             "unit": v.unit(),
             "chunk_shape": v.chunk_shape(),
             "chunk_grid": v.chunk_grid(),
+            "chunk_bytes": v.chunk_shape().iter().product::<u64>().saturating_mul(v.dtype().size() as u64),
+            // Whether the shape is the one the library chooses when none is asked for (SPEC.md 3.1).
+            "default_chunk": v.chunk_shape() == vds::default_chunk_shape(v.shape(), v.dtype().size()).as_slice(),
             "codec": codec_text(v),
             "fill": value_json(v),
             "levels_of_detail": (0..v.levels_of_detail()).map(|k| json!({
@@ -247,6 +251,12 @@ fn render(r: &Value) -> String {
             v["codec"].as_str().unwrap_or(""),
             v["fill"]
         );
+        if v["default_chunk"] == Value::Bool(true) {
+            t += &format!(
+                "    chunk shape: the default, C-order slabs of whole trailing axes, {} each (at most 4 MiB)\n",
+                size(u(&v["chunk_bytes"]))
+            );
+        }
         if let Some(q) = v["quantization"].as_object() {
             t += &format!("    quantized: {} over {}\n", q["storage"].as_str().unwrap_or(""), q["range"]);
         }

@@ -240,6 +240,8 @@ fn info_reports_chunk_kinds_codecs_and_space() {
     ds.close().unwrap();
     let json: vds::serde_json::Value = vds::serde_json::from_str(&ok(&dir, &["info", p, "--json"])).unwrap();
     assert_eq!(json["variables"][0]["chunks"]["constant"], 2);
+    // 4x4x4 was asked for: not the default shape (SPEC.md 3.1), 256 bytes a chunk.
+    assert_eq!((json["variables"][0]["default_chunk"].as_bool(), json["variables"][0]["chunk_bytes"].as_u64()), (Some(false), Some(256)));
     // A container this small has the compact layout: 256-byte pages, of
     // which a leaf and the root branch above it were replaced.
     assert_eq!((json["layout"].as_str(), json["index_page_bytes"].as_u64()), (Some("compact"), Some(256)));
