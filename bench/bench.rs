@@ -3,7 +3,7 @@
 //! Markdown tables.
 //!
 //! ```text
-//! cargo run --release --example bench -- [--quick] [--dir DIR] [--suite a,b,c,d]
+//! cargo run --release --example bench -- [--quick] [--dir DIR] [--suite a,b,c,d] [--codec uncompressed,deflate,zstd]
 //! ```
 //! Timings are the median of several runs on a warm cache. Files are written
 //! with `Durability::None` (no fsync), as the peers and the floors write theirs.
@@ -18,6 +18,8 @@ struct Opts {
     dir: PathBuf,
     quick: bool,
     suites: String,
+    /// Suite (b)'s codecs to run: those whose label starts with one of these (all when empty).
+    codecs: Vec<String>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -216,6 +218,9 @@ fn suite_b(o: &Opts) {
     let codecs =
         [("uncompressed", Codec::NONE), ("deflate level 1 + shuffle", Codec::deflate(1)), ("zstd level 1 + shuffle", Codec::zstd(1))];
     for (label, codec) in codecs {
+        if !o.codecs.is_empty() && !o.codecs.iter().any(|c| label.starts_with(c.as_str())) {
+            continue;
+        }
         let mut t = Table::new(&format!("(b) {n}^3 float32 volume, 64^3 chunks, {label}"));
         let path = dir.join("vol.vds");
         // The volume in 64^3 bricks, and with `tiles` also in 2-D tiles across each pair of axes.
@@ -380,7 +385,7 @@ fn suite_d(o: &Opts) {
 }
 
 fn main() {
-    let mut o = Opts { dir: std::env::temp_dir().join("vds-bench"), quick: false, suites: "a,b,c,d".into() };
+    let mut o = Opts { dir: std::env::temp_dir().join("vds-bench"), quick: false, suites: "a,b,c,d".into(), codecs: Vec::new() };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < args.len() {
@@ -394,8 +399,14 @@ fn main() {
                 i += 1;
                 o.suites = args[i].clone();
             }
+            "--codec" => {
+                i += 1;
+                o.codecs = args[i].split(',').map(String::from).collect();
+            }
             other => {
-                eprintln!("unknown argument {other:?}; usage: bench [--quick] [--dir DIR] [--suite a,b,c,d]");
+                eprintln!(
+                    "unknown argument {other:?}; usage: bench [--quick] [--dir DIR] [--suite a,b,c,d] [--codec uncompressed,deflate,zstd]"
+                );
                 std::process::exit(2);
             }
         }

@@ -1631,7 +1631,12 @@ impl Dataset {
             || vec![0u8; var.chunk_elems * var.esize()],
             |buf, i| {
                 let (coords, plan) = &full[i];
-                fill_chunk(var, &var.fill, buf);
+                // The region covers the chunk's valid part, so only a chunk
+                // that reaches beyond the variable's extent needs its fill.
+                let (valid, _) = valid_part(var, coords);
+                if valid.iter().map(|s| s.count).product::<usize>() != var.chunk_elems {
+                    fill_chunk(var, &var.fill, buf);
+                }
                 gather(var, plan, data, buf);
                 Ok(prepare(var, coords, buf))
             },
@@ -2433,7 +2438,7 @@ fn prepare(var: &Variable, coords: &[u64], buf: &[u8]) -> Prepared {
         return Prepared::Entry(if value == var.fill { Entry::Fill } else { Entry::Constant { value } });
     }
     let (codec_byte, bytes) = codec::encode(var.dtype, var.codec, buf);
-    let (crc, hash) = (crc32(&bytes), xxh64(&bytes));
+    let (crc, hash) = crate::hash::crc32_xxh64(&bytes);
     Prepared::Bytes { codec: codec_byte, bytes, crc, hash }
 }
 
