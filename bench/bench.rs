@@ -3,7 +3,7 @@
 //! Markdown tables.
 //!
 //! ```text
-//! cargo run --release --example bench -- [--quick] [--dir DIR] [--suite a,b,c,d]
+//! cargo run --release --example bench -- [--quick] [--dir DIR] [--suite a,b,c,d] [--codec uncompressed,deflate,zstd]
 //! ```
 //! Timings are the median of several runs on a warm cache. Files are written
 //! with `Durability::None` (no fsync), as the peers and the floors write theirs.
@@ -18,6 +18,8 @@ struct Opts {
     dir: PathBuf,
     quick: bool,
     suites: String,
+    /// Suite (b)'s codecs to run: those whose label starts with one of these (all when empty).
+    codecs: Vec<String>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -148,30 +150,40 @@ fn suite_a(o: &Opts) {
     settle();
     let floor_r = time(3, || plain_read(&dir.join("large.bin"), &mut buf));
     let shape = [planes as u64, 1000, 1000];
-    let w = time(3, || {
-        let mut ds = DatasetBuilder::new()
-            .overwrite(true)
-            .durability(Durability::None)
-            .axis(Axis::new("z", shape[0]))
-            .axis(Axis::new("y", 1000))
-            .axis(Axis::new("x", 1000))
-            .variable(VariableBuilder::new("v", DType::Float64, &["z", "y", "x"]).chunk(&[1, 250, 1000]))
-            .create(dir.join("large.vds"))
-            .unwrap();
-        ds.write("v", &Region::full(&shape).unwrap(), Order::C, &data).unwrap();
-        ds.close().unwrap();
-    });
     let mut out = vec![0f64; count];
-    settle();
-    let r = time(3, || {
-        let ds = Dataset::open(dir.join("large.vds")).unwrap();
-        ds.read("v", &Region::full(&shape).unwrap(), Order::C, &mut out).unwrap();
-    });
-    assert!(out == data);
+    // The harness's chunks, the default ones (slabs, SPEC.md 3.1), and the
+    // default before format 1.4 (cubes of about 1 MiB).
+    for (label, chunk) in [("1x250x1000 chunks", Some([1, 250, 1000])), ("default chunks", None), ("50^3 chunks", Some([50, 50, 50]))] {
+        let w = time(3, || {
+            let mut var = VariableBuilder::new("v", DType::Float64, &["z", "y", "x"]);
+            if let Some(c) = chunk {
+                var.chunk(&c);
+            }
+            let mut ds = DatasetBuilder::new()
+                .overwrite(true)
+                .durability(Durability::None)
+                .axis(Axis::new("z", shape[0]))
+                .axis(Axis::new("y", 1000))
+                .axis(Axis::new("x", 1000))
+                .variable(&var)
+                .create(dir.join("large.vds"))
+                .unwrap();
+            ds.write("v", &Region::full(&shape).unwrap(), Order::C, &data).unwrap();
+            ds.close().unwrap();
+        });
+        out.fill(0.0);
+        settle();
+        let r = time(3, || {
+            let ds = Dataset::open(dir.join("large.vds")).unwrap();
+            ds.read("v", &Region::full(&shape).unwrap(), Order::C, &mut out).unwrap();
+        });
+        assert!(out == data);
+        let what = format!("large ({planes}x1000x1000 float64, {label})");
+        t.row(&format!("write {what}"), w, raw.len() as u64, disk(&dir.join("large.vds")), floor_w);
+        t.row(&format!("read {what}"), r, raw.len() as u64, 0, floor_r);
+    }
     let mut copy = vec![0u8; raw.len()];
     let memcpy = time(3, || copy.copy_from_slice(raw));
-    t.row(&format!("write large ({planes}x1000x1000 float64)"), w, raw.len() as u64, disk(&dir.join("large.vds")), floor_w);
-    t.row(&format!("read large ({planes}x1000x1000 float64)"), r, raw.len() as u64, 0, floor_r);
     t.row("memcpy of the large array", memcpy, raw.len() as u64, 0, 0.0);
     t.print();
 }
@@ -206,6 +218,9 @@ fn suite_b(o: &Opts) {
     let codecs =
         [("uncompressed", Codec::NONE), ("deflate level 1 + shuffle", Codec::deflate(1)), ("zstd level 1 + shuffle", Codec::zstd(1))];
     for (label, codec) in codecs {
+        if !o.codecs.is_empty() && !o.codecs.iter().any(|c| label.starts_with(c.as_str())) {
+            continue;
+        }
         let mut t = Table::new(&format!("(b) {n}^3 float32 volume, 64^3 chunks, {label}"));
         let path = dir.join("vol.vds");
         // The volume in 64^3 bricks, and with `tiles` also in 2-D tiles across each pair of axes.
@@ -370,7 +385,7 @@ fn suite_d(o: &Opts) {
 }
 
 fn main() {
-    let mut o = Opts { dir: std::env::temp_dir().join("vds-bench"), quick: false, suites: "a,b,c,d".into() };
+    let mut o = Opts { dir: std::env::temp_dir().join("vds-bench"), quick: false, suites: "a,b,c,d".into(), codecs: Vec::new() };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < args.len() {
@@ -384,8 +399,14 @@ fn main() {
                 i += 1;
                 o.suites = args[i].clone();
             }
+            "--codec" => {
+                i += 1;
+                o.codecs = args[i].split(',').map(String::from).collect();
+            }
             other => {
-                eprintln!("unknown argument {other:?}; usage: bench [--quick] [--dir DIR] [--suite a,b,c,d]");
+                eprintln!(
+                    "unknown argument {other:?}; usage: bench [--quick] [--dir DIR] [--suite a,b,c,d] [--codec uncompressed,deflate,zstd]"
+                );
                 std::process::exit(2);
             }
         }

@@ -298,6 +298,38 @@ typedef int32_t vds_durability;
 #endif // __cplusplus
 
 /**
+ * How `vds_builder_create` lays out the container (SPEC.md 1.1).
+ */
+enum vds_layout
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * Compact when the variables declare at most 64 KiB, aligned otherwise (the default).
+   */
+  VDS_LAYOUT_AUTO = 0,
+  /**
+   * A head padded to 128 bytes, 128-byte commit slots, 256-byte index
+   * pages while small: a one-value file of a few hundred bytes. Format
+   * 1.4; readers of format 1.3 and before cannot open it.
+   */
+  VDS_LAYOUT_COMPACT = 1,
+  /**
+   * A head padded to 4096 bytes, 512-byte commit slots, 4096-byte index
+   * pages: what every format 1.x reader opens.
+   */
+  VDS_LAYOUT_ALIGNED = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum vds_layout vds_layout;
+#else
+typedef int32_t vds_layout;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * Where new stored chunks go (see `vds_set_slot_policy`).
  */
 enum vds_slot_policy
@@ -623,8 +655,9 @@ vds_status vds_builder_add_axis(struct vds_builder *b,
 
 /**
  * Adds a variable `name` of type `dtype` spanning `naxes` axes named in
- * `axes` (slowest first), with chunk extents `chunk[0..naxes]`, or a
- * default chunk shape of about 1 MiB when `chunk` is NULL. Defaults: fill
+ * `axes` (slowest first), with chunk extents `chunk[0..naxes]`, or, when
+ * `chunk` is NULL, the default: slabs of whole trailing axes of at most
+ * 4 MiB (one chunk for a variable of at most 4 MiB; SPEC.md 3.1). Defaults: fill
  * value 0 (false), no compression, no unit.
  *
  * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
@@ -708,6 +741,15 @@ vds_status vds_builder_set_overwrite(struct vds_builder *b, bool overwrite);
  * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`, `VDS_ERR_INVALID_ARGUMENT`.
  */
 vds_status vds_builder_set_durability(struct vds_builder *b, int32_t durability);
+
+/**
+ * How the container is laid out (a `vds_layout`; default
+ * `VDS_LAYOUT_AUTO`). `VDS_LAYOUT_ALIGNED` keeps a small file readable by
+ * libraries of format 1.3 and before.
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`, `VDS_ERR_INVALID_ARGUMENT`.
+ */
+vds_status vds_builder_set_layout(struct vds_builder *b, int32_t layout);
 
 /**
  * Creates the container at `path` as described (and its external files),

@@ -3,10 +3,10 @@
 use crate::array::{as_bytes, as_bytes_mut, block_is_constant, copy_block, fill_block, is_one_run, strides, Element, Order, Region, Span};
 use crate::cache::{ChunkCache, ChunkId};
 use crate::codec;
-use crate::commit::{build_head, choose_slot, CommitSlot, SLOT_SIZE};
+use crate::commit::{body_start, build_head, choose_slot, slot_offset, slot_size, CommitSlot};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::hash::xxh64;
-use crate::index::{self, Entry, Key, PageReader, PageWriter, DEFAULT_PAGE};
+use crate::index::{self, Entry, Key, PageReader};
 use crate::spec::{
     check_name, check_slot_name, version_line, Axis, AxisJson, Codec, CodecJson, DType, DescriptorJson, FeaturesJson, LodJson, LodMethod,
     PartitioningJson, QuantJson, Scalar, SlotJson, Variable, VariableJson, FEATURE_CHUNK_HASHES, FEATURE_LOD, FEATURE_MARGINS,
@@ -21,16 +21,20 @@ use std::fs::{File, OpenOptions as FsOpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+mod chunking;
 mod consistency;
 mod fragments;
 mod growth;
 mod layers;
+mod layout;
 mod locking;
 mod maintenance;
 mod quant;
 mod slots;
 mod writeback;
+pub use chunking::{default_chunk_shape, DEFAULT_CHUNK_BYTES};
 pub use fragments::MergeReport;
+pub use layout::{Layout, COMPACT_LIMIT};
 pub use locking::FILE_LOCKING_ENV;
 pub use maintenance::{CompactReport, Recovery, Space, VerifyReport};
 
@@ -197,7 +201,8 @@ pub struct VariableBuilder {
 
 impl VariableBuilder {
     /// A variable `name` of type `dtype` spanning the named axes, slowest first.
-    /// Defaults: chunks of about 1 MiB, fill value 0 (false for bool), no compression.
+    /// Defaults: [`default_chunk_shape`] (slabs of at most 4 MiB), fill
+    /// value 0 (false for bool), no compression.
     pub fn new(name: &str, dtype: DType, axes: &[&str]) -> VariableBuilder {
         VariableBuilder {
             name: name.into(),
@@ -225,7 +230,12 @@ impl VariableBuilder {
     pub fn name(&self) -> &str {
         &self.name
     }
-    /// The chunk shape, one extent per axis of the variable.
+    /// The chunk shape, one extent per axis of the variable. Without one, a
+    /// variable gets [`default_chunk_shape`]: slabs of whole trailing axes,
+    /// at most [`DEFAULT_CHUNK_BYTES`] each, so that a variable of at most
+    /// 4 MiB is one chunk and whole-array reads and writes are sequential;
+    /// ask for bricks (e.g. `[64, 64, 64]`) for access by sub-volumes or by
+    /// slices across every axis.
     pub fn chunk(&mut self, shape: &[u64]) -> &mut VariableBuilder {
         self.chunk = Some(shape.to_vec());
         self
@@ -313,11 +323,8 @@ impl VariableBuilder {
         let chunk = match &self.chunk {
             Some(c) => c.clone(),
             None => {
-                // About 1 MiB per chunk, the same extent along each axis, capped by the axis.
-                let n = self.axes.len().max(1) as f64;
-                let target = (1u64 << 20) as f64 / self.dtype.size() as f64;
-                let edge = (target.powf(1.0 / n).floor() as u64).max(1);
-                self.axes.iter().map(|name| axes.iter().find(|a| &a.name == name).map_or(edge, |a| edge.min(a.samples))).collect()
+                let shape: Vec<u64> = self.axes.iter().map(|name| axes.iter().find(|a| &a.name == name).map_or(1, |a| a.samples)).collect();
+                chunking::default_chunk_shape(&shape, self.dtype.size())
             }
         };
         let fill = match self.no_value {
@@ -384,6 +391,7 @@ pub struct DatasetBuilder {
     attributes: Map<String, Value>,
     overwrite: bool,
     durability: Durability,
+    layout: Layout,
 }
 
 impl DatasetBuilder {
@@ -428,6 +436,14 @@ impl DatasetBuilder {
     /// When commits reach the disk.
     pub fn durability(&mut self, d: Durability) -> &mut DatasetBuilder {
         self.durability = d;
+        self
+    }
+    /// How the container is laid out: [`Layout::Auto`] (the default) gives
+    /// a container whose variables declare at most [`COMPACT_LIMIT`] bytes
+    /// the compact layout of format 1.4 (a one-value file of a few hundred
+    /// bytes), and a larger one the aligned layout every 1.x reader reads.
+    pub fn layout(&mut self, layout: Layout) -> &mut DatasetBuilder {
+        self.layout = layout;
         self
     }
 
@@ -521,7 +537,8 @@ impl DatasetBuilder {
             desc.slots[i] = slots::create_slot_file(&slot_path, s, self.overwrite, slots::KIND_SLOT)?.1;
         }
         let storage: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
-        let ds = Dataset::initialize(storage, Some(path.to_path_buf()), desc, self.durability, self.overwrite)?;
+        let compact = self.layout.is_compact_for(&desc);
+        let ds = Dataset::initialize(storage, Some(path.to_path_buf()), desc, self.durability, self.overwrite, compact)?;
         if self.durability == Durability::Fsync {
             // The new directory entries must be durable too, or a power loss could lose the files.
             let mut dirs: Vec<PathBuf> = self.slots.iter().filter_map(|s| dir.join(s).parent().map(Path::to_path_buf)).collect();
@@ -545,7 +562,9 @@ impl DatasetBuilder {
         if !self.slots.is_empty() {
             return Err(invalid("external-file slots need a container on disk"));
         }
-        Dataset::initialize(storage, None, self.descriptor()?, self.durability, true)
+        let desc = self.descriptor()?;
+        let compact = self.layout.is_compact_for(&desc);
+        Dataset::initialize(storage, None, desc, self.durability, true, compact)
     }
 }
 
@@ -687,24 +706,27 @@ impl Dataset {
     }
 
     /// Writes a new container's first commit into `storage` (truncating it
-    /// first if `truncate`: a freshly created file is empty already).
+    /// first if `truncate`: a freshly created file is empty already), in the
+    /// compact layout if `compact`.
     fn initialize(
         storage: Arc<dyn Storage>,
         path: Option<PathBuf>,
-        desc: DescriptorJson,
+        mut desc: DescriptorJson,
         durability: Durability,
         truncate: bool,
+        compact: bool,
     ) -> Result<Dataset> {
         let line1 = version_line();
+        layout::mark(&mut desc, compact);
         let json = desc.to_bytes();
-        let head = build_head(&line1, &json);
+        let head = build_head(&line1, &json, compact);
         let head_len = head.len() as u64;
         let slot = CommitSlot {
             minor: FORMAT_MINOR,
-            page_size: DEFAULT_PAGE,
+            page_size: layout::first_page_size(compact),
             sequence: 1,
             head_len,
-            file_len: head_len + 2 * SLOT_SIZE,
+            file_len: body_start(head_len),
             desc_offset: line1.len() as u64,
             desc_len: json.len() as u64,
             desc_crc: crc32(&json),
@@ -718,7 +740,7 @@ impl Dataset {
         // Head and both slots in one write. Commit n lives in slot n % 2
         // (SPEC.md section 4): commit 1 in slot 1, slot 0 empty.
         let mut bytes = head;
-        bytes.extend_from_slice(&[0u8; SLOT_SIZE as usize]);
+        bytes.resize(bytes.len() + slot_size(head_len) as usize, 0);
         bytes.extend_from_slice(&slot.encode());
         storage.write_at(0, &bytes).map_err(io)?;
         if durability == Durability::Fsync {
@@ -803,7 +825,11 @@ impl Dataset {
         self.desc = snap.desc;
         self.axes = snap.axes;
         self.vars = snap.vars;
-        // Pages are immutable once committed, and cached by (offset, CRC, level): the cache stays valid.
+        // Pages are immutable once committed, and cached by (offset, CRC, level): the cache stays
+        // valid, unless the writer moved a compact container to larger pages.
+        if snap.commit.page_size != self.reader.page_size {
+            self.reader = PageReader::new(snap.commit.page_size, snap.commit.file_len);
+        }
         self.reader.limit = snap.commit.file_len;
         self.end = snap.commit.file_len;
         self.commit = snap.commit;
@@ -1549,7 +1575,7 @@ impl Dataset {
             storage.len().map_err(|e| Error::io(format!("reading the length of external file slot {slot}"), e))?
         };
         let data_start = match slot {
-            0 => self.commit.head_len + 2 * SLOT_SIZE,
+            0 => body_start(self.commit.head_len),
             s => self.desc.slots.get(usize::from(s) - 1).and_then(slots::id_value).map_or(0, |_| slots::SLOT_HEADER),
         };
         if offset < data_start || end > file_end {
@@ -1605,7 +1631,12 @@ impl Dataset {
             || vec![0u8; var.chunk_elems * var.esize()],
             |buf, i| {
                 let (coords, plan) = &full[i];
-                fill_chunk(var, &var.fill, buf);
+                // The region covers the chunk's valid part, so only a chunk
+                // that reaches beyond the variable's extent needs its fill.
+                let (valid, _) = valid_part(var, coords);
+                if valid.iter().map(|s| s.count).product::<usize>() != var.chunk_elems {
+                    fill_chunk(var, &var.fill, buf);
+                }
                 gather(var, plan, data, buf);
                 Ok(prepare(var, coords, buf))
             },
@@ -1789,9 +1820,9 @@ impl Dataset {
             }
         }
         // 2. New index pages, copy-on-write, after the chunks in the container.
+        // (A compact container that has grown gets 4 KiB pages here, SPEC.md 1.1.)
         let changes: Vec<index::Change> = self.pending.iter().map(|(k, e)| (*k, *e)).collect();
-        let mut w = PageWriter { page_size: self.commit.page_size as usize, base: self.end, buf: Vec::new() };
-        let (root, entries) = index::merge(&self.reader, &*self.storage, self.commit.root, self.commit.entries, &changes, &mut w)?;
+        let (page_size, w, root, entries) = self.index_pages(&changes)?;
         let io = |what: &'static str| move |e| Error::io(format!("committing: writing {what}"), e);
         self.storage.write_at(self.end, &w.buf).map_err(io("index pages"))?;
         self.end += w.buf.len() as u64;
@@ -1815,7 +1846,7 @@ impl Dataset {
         // 4. Everything the new slot refers to is durable before the slot is written.
         let next = CommitSlot {
             minor: FORMAT_MINOR,
-            page_size: self.commit.page_size,
+            page_size,
             sequence,
             head_len: self.commit.head_len,
             file_len: self.end,
@@ -1862,10 +1893,13 @@ impl Dataset {
         if fsync {
             self.storage.sync().map_err(|e| Error::io("committing: syncing the file", e))?;
         }
-        let at = slot.head_len + (slot.sequence % 2) * SLOT_SIZE;
+        let at = slot_offset(slot.head_len, slot.sequence);
         self.storage.write_at(at, &slot.encode()).map_err(|e| Error::io("committing: writing the commit slot", e))?;
         if fsync {
             self.storage.sync().map_err(|e| Error::io("committing: syncing the commit slot", e))?;
+        }
+        if slot.page_size != self.reader.page_size {
+            self.reader = PageReader::new(slot.page_size, slot.file_len);
         }
         self.commit = slot.clone();
         self.reader.limit = slot.file_len;
@@ -2018,7 +2052,7 @@ impl Snapshot {
         };
         let mut file_len = storage.len().map_err(io("file length"))?;
         let (line1, head_len, first) = find_head(storage, file_len)?;
-        if file_len < head_len + 2 * SLOT_SIZE {
+        if file_len < body_start(head_len) {
             return Err(Error::corrupt("commit slots", 0, head_len, format!("file ends at {file_len:#x}, inside the commit slots")));
         }
         // A writer may commit between our reading the length, the slots and
@@ -2059,15 +2093,17 @@ impl Snapshot {
             ErrorKind::Corrupt => Error::corrupt("descriptor", 0, commit.desc_offset, e.message().to_string()),
             _ => e,
         })?;
+        layout::check_flag(&desc, commit.head_len, commit.desc_offset)?;
         Ok(Snapshot { line1, commit, desc, axes, vars, read_only })
     }
 }
 
 /// Reads and decodes both commit slots.
 fn read_slots(storage: &dyn Storage, head_len: u64) -> Result<[Result<CommitSlot>; 2]> {
-    let mut slots = [0u8; 2 * SLOT_SIZE as usize];
+    let size = slot_size(head_len) as usize;
+    let mut slots = vec![0u8; 2 * size];
     storage.read_at(head_len, &mut slots).map_err(|e| Error::io("reading the commit slots", e))?;
-    Ok([CommitSlot::decode(&slots[..512], 0, head_len), CommitSlot::decode(&slots[512..], 1, head_len)])
+    Ok([CommitSlot::decode(&slots[..size], 0, head_len), CommitSlot::decode(&slots[size..], 1, head_len)])
 }
 
 /// Fills `buf` from `bytes` (the file's first bytes) when they hold the
@@ -2122,7 +2158,7 @@ pub(crate) struct BodyPrefix {
 
 impl BodyPrefix {
     fn new(inner: Arc<dyn Storage>, mut bytes: Vec<u8>, commit: &CommitSlot) -> Option<Arc<BodyPrefix>> {
-        let from = commit.head_len + 2 * SLOT_SIZE;
+        let from = body_start(commit.head_len);
         bytes.truncate(usize::try_from(commit.file_len).unwrap_or(usize::MAX));
         ((bytes.len() as u64) > from).then(|| Arc::new(BodyPrefix { inner, bytes, from, bypass: Default::default() }))
     }
@@ -2165,7 +2201,8 @@ impl Storage for BodyPrefix {
 /// usually hold the commit slots too.
 fn find_head(storage: &dyn Storage, file_len: u64) -> Result<(u64, u64, Vec<u8>)> {
     const STEP: u64 = 64 << 10;
-    // build_head reserves twice the descriptor plus 1 KiB, rounded up.
+    // build_head reserves twice the descriptor plus 1 KiB, rounded up (the
+    // compact layout less).
     let limit = file_len.min(2 * MAX_DESCRIPTOR_BYTES + 2 * crate::commit::HEAD_ALIGN);
     let mut newlines = Vec::with_capacity(2);
     let mut first_line = Vec::new();
@@ -2211,12 +2248,13 @@ fn find_head(storage: &dyn Storage, file_len: u64) -> Result<(u64, u64, Vec<u8>)
         return Err(Error::corrupt("descriptor", 0, nl1 + 1, "the descriptor line has no end"));
     };
     let head_len = nl2 + 1;
-    if head_len % crate::commit::HEAD_ALIGN != 0 {
+    // A multiple of 4096 is the aligned layout, any other multiple of 128 the compact one.
+    if head_len % crate::commit::COMPACT_ALIGN != 0 {
         return Err(Error::corrupt(
             "descriptor",
             0,
             nl1 + 1,
-            format!("the head ends at {head_len:#x}, not at a multiple of {}", crate::commit::HEAD_ALIGN),
+            format!("the head ends at {head_len:#x}, not at a multiple of {}", crate::commit::COMPACT_ALIGN),
         ));
     }
     Ok((nl1 + 1, head_len, first))
@@ -2245,7 +2283,7 @@ fn read_descriptor(storage: &dyn Storage, commit: &CommitSlot, line1: u64, file_
         ));
     }
     let end = off.checked_add(len).ok_or_else(|| bad("offset + length overflows".into()))?;
-    let body = commit.head_len + 2 * SLOT_SIZE;
+    let body = body_start(commit.head_len);
     let in_head = off == line1 && end < commit.head_len;
     let in_body = off >= body && end <= commit.file_len;
     if len > MAX_DESCRIPTOR_BYTES || !(in_head || in_body) {
@@ -2400,7 +2438,7 @@ fn prepare(var: &Variable, coords: &[u64], buf: &[u8]) -> Prepared {
         return Prepared::Entry(if value == var.fill { Entry::Fill } else { Entry::Constant { value } });
     }
     let (codec_byte, bytes) = codec::encode(var.dtype, var.codec, buf);
-    let (crc, hash) = (crc32(&bytes), xxh64(&bytes));
+    let (crc, hash) = crate::hash::crc32_xxh64(&bytes);
     Prepared::Bytes { codec: codec_byte, bytes, crc, hash }
 }
 

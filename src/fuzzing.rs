@@ -57,7 +57,12 @@ pub fn descriptor(data: &[u8]) {
 /// Fuzz target `index_page`: decoding one index page, raw and with a valid CRC.
 pub fn index_page(data: &[u8]) {
     let Some((&sel, rest)) = data.split_first() else { return };
-    let size = if sel & 0x80 != 0 { 4096 } else { 512 };
+    // 4096 (aligned layout), 512, or 256 (compact layout, SPEC.md 1.1).
+    let size = match sel >> 6 {
+        2 | 3 => 4096,
+        1 => 256,
+        _ => 512,
+    };
     let mut page = vec![0u8; size];
     let n = rest.len().min(size);
     page[..n].copy_from_slice(&rest[..n]);
@@ -154,8 +159,10 @@ pub struct Sample {
     pub bytes: Vec<u8>,
     /// Per commit (first, second): per variable, its values in C order as native bytes.
     pub commits: [Vec<Vec<u8>>; 2],
-    /// Offset of the newest commit slot (512 bytes).
+    /// Offset of the newest commit slot.
     pub newest_slot: usize,
+    /// Size of a commit slot: 512, or 128 in the compact layout.
+    pub slot_size: usize,
     /// Chunks stored as bytes by the last commit.
     pub stored_chunks: u64,
 }
@@ -239,8 +246,9 @@ pub fn sample(seed: &[u8]) -> Sample {
         .and_then(|a| bytes[a + 1..].iter().position(|&c| c == b'\n').map(|b2| a + b2 + 2))
         .unwrap_or(0);
     let seq = |at: usize| u64::from_le_bytes(bytes[at + 16..at + 24].try_into().unwrap_or([0; 8]));
-    let newest_slot = if seq(head + 512) > seq(head) { head + 512 } else { head };
-    Sample { bytes, commits, newest_slot, stored_chunks }
+    let slot_size = crate::commit::slot_size(head as u64) as usize;
+    let newest_slot = if seq(head + slot_size) > seq(head) { head + slot_size } else { head };
+    Sample { bytes, commits, newest_slot, slot_size, stored_chunks }
 }
 
 /// What reading damaged bytes showed, compared with a sample's commits.
@@ -269,7 +277,7 @@ pub fn check_damaged(s: &Sample, damaged: &[u8], changed: std::ops::Range<usize>
     if got == s.commits[1] {
         return Outcome::Unchanged;
     }
-    let in_newest_slot = changed.start < s.newest_slot + 512 && changed.end > s.newest_slot;
+    let in_newest_slot = changed.start < s.newest_slot + s.slot_size && changed.end > s.newest_slot;
     if got == s.commits[0] && in_newest_slot {
         return Outcome::PreviousCommit;
     }

@@ -1,7 +1,7 @@
 //! The chunk index: a B+tree of fixed-size, checksummed pages (SPEC.md section 5).
 //!
 //! ```text
-//! page (page_size bytes, 4096 by default)
+//! page (page_size bytes: 4096, or 256 in a small compact container)
 //!   0    4  magic "VDSI"
 //!   4    1  level: 0 for a leaf, n for a branch whose children are at level n-1
 //!   5    1  reserved, 0
@@ -45,8 +45,12 @@ pub(crate) const MAX_LEVEL: u8 = 24;
 /// Smallest and largest page sizes a file may declare.
 pub(crate) const MIN_PAGE: u32 = 512;
 pub(crate) const MAX_PAGE: u32 = 65536;
+/// The smallest page size of the compact layout (SPEC.md 1.1).
+pub(crate) const MIN_COMPACT_PAGE: u32 = 256;
 /// The page size this library writes.
 pub(crate) const DEFAULT_PAGE: u32 = 4096;
+/// The page size this library writes while a compact container is small.
+pub(crate) const COMPACT_PAGE: u32 = 256;
 
 /// Entry kinds.
 pub(crate) const KIND_STORED: u8 = 1;

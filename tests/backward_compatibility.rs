@@ -2,7 +2,8 @@
 //! tests/data/v1/ were written by format 1.0 with the code in `generate`,
 //! those in tests/data/v1.1/ by format 1.1 with `generate_1_1`, those in
 //! tests/data/v1.2/ by format 1.2 with `generate_1_2`, those in
-//! tests/data/v1.3/ by format 1.3 with `generate_1_3`,
+//! tests/data/v1.3/ by format 1.3 with `generate_1_3`, those in
+//! tests/data/v1.4/ by format 1.4 with `generate_1_4_tiny` and `generate_1_4_grown`,
 //! below and are never rewritten: a change that breaks reading them breaks
 //! users' files. (`VDS_WRITE_GOLDEN=1 cargo test --test backward_compatibility`
 //! writes them, for a new format version's directory only.)
@@ -378,4 +379,74 @@ fn format_1_3_zstd_files_are_an_unsupported_feature_without_zstd() {
     assert_eq!(e.kind(), vds::ErrorKind::UnsupportedFeature, "{e}");
     assert!(e.to_string().contains("this build of libvds has no zstd"), "{e}");
     assert!(!dir.exists());
+}
+
+const DIR_1_4: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v1.4");
+
+/// Format 1.4: the compact layout (SPEC.md 1.1), as created for one value.
+fn generate_1_4_tiny(name: &str) {
+    let path = std::path::Path::new(DIR_1_4).join(name);
+    let mut ds =
+        DatasetBuilder::new().axis(Axis::new("x", 1)).variable(&VariableBuilder::new("v", DType::Int64, &["x"])).create(&path).unwrap();
+    ds.write("v", &Region::full(&[1]).unwrap(), Order::C, &[42i64]).unwrap();
+    ds.close().unwrap();
+}
+
+fn check_1_4_tiny(name: &str) {
+    let path = std::path::Path::new(DIR_1_4).join(name);
+    assert!(path.exists(), "{} is missing: golden files are committed, never regenerated", path.display());
+    let bytes = std::fs::read(&path).unwrap();
+    // Head of 384 bytes, two 128-byte slots, one 256-byte leaf.
+    assert_eq!(bytes.len(), 896);
+    assert_eq!(common::layout_of(&bytes), (384, 256));
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.format_version(), [1, 4]);
+    assert_eq!(ds.read_vec::<i64>("v", &Region::full(&[1]).unwrap(), Order::C).unwrap(), [42]);
+    assert!(ds.verify().unwrap().is_ok());
+}
+
+fn level(t: u64, s: u64) -> f64 {
+    t as f64 * 0.25 + s as f64
+}
+
+/// Format 1.4: a compact container grown by appends, commit by commit, past
+/// the size at which its index moves from 256-byte to 4096-byte pages.
+fn generate_1_4_grown(name: &str) {
+    let path = std::path::Path::new(DIR_1_4).join(name);
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("time", 64).growable(None))
+        .axis(Axis::new("station", 8))
+        .variable(VariableBuilder::new("level", DType::Float64, &["time", "station"]).chunk(&[64, 8]))
+        .create(&path)
+        .unwrap();
+    for c in 0..18u64 {
+        let rows: Vec<f64> = (0..64 * 8).map(|k| level(c * 64 + k / 8, k % 8)).collect();
+        if c == 0 {
+            ds.write("level", &Region::full(&[64, 8]).unwrap(), Order::C, &rows).unwrap();
+        } else {
+            ds.append("level", "time", Order::C, &rows).unwrap();
+        }
+        ds.commit().unwrap();
+    }
+    ds.close().unwrap();
+}
+
+fn check_1_4_grown(name: &str) {
+    let path = std::path::Path::new(DIR_1_4).join(name);
+    assert!(path.exists(), "{} is missing: golden files are committed, never regenerated", path.display());
+    let (head, page) = common::layout_of(&std::fs::read(&path).unwrap());
+    assert!(head % 4096 != 0 && page == 4096, "head {head}, page size {page}");
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.format_version(), [1, 4]);
+    assert_eq!(ds.axes()[0].samples(), 18 * 64);
+    let got: Vec<f64> = ds.read_vec("level", &Region::full(&[18 * 64, 8]).unwrap(), Order::C).unwrap();
+    assert!(got.iter().enumerate().all(|(k, &v)| v == level(k as u64 / 8, k as u64 % 8)));
+    assert_eq!(ds.stats().unwrap().stored_chunks, 18);
+    assert!(ds.verify().unwrap().is_ok());
+}
+
+#[test]
+fn format_1_4_files_stay_readable() {
+    golden(DIR_1_4, "golden-1.4-tiny.vds", generate_1_4_tiny, check_1_4_tiny);
+    golden(DIR_1_4, "golden-1.4-grown.vds", generate_1_4_grown, check_1_4_grown);
 }

@@ -6,7 +6,7 @@
 mod common;
 use common::*;
 use vds::serde_json::{json, Value};
-use vds::{Axis, Codec, DType, Dataset, DatasetBuilder, ErrorKind, Order, Region, VariableBuilder};
+use vds::{Axis, Codec, DType, Dataset, DatasetBuilder, ErrorKind, Layout, Order, Region, VariableBuilder};
 
 fn u64_at(b: &[u8], off: usize) -> u64 {
     u64::from_le_bytes(b[off..off + 8].try_into().unwrap())
@@ -14,17 +14,18 @@ fn u64_at(b: &[u8], off: usize) -> u64 {
 
 /// Offset of the newest commit slot, per SPEC.md section 4.
 fn newest_slot(b: &[u8]) -> usize {
-    let h = head_len(b);
-    if u64_at(b, h + 512 + 16) > u64_at(b, h + 16) {
-        h + 512
+    let (h, size) = (head_len(b), slot_size(b));
+    if u64_at(b, h + size + 16) > u64_at(b, h + 16) {
+        h + size
     } else {
         h
     }
 }
 
 fn reseal_slot(b: &mut [u8], slot: usize) {
-    let crc = crc32(&b[slot..slot + 508]);
-    b[slot + 508..slot + 512].copy_from_slice(&crc.to_le_bytes());
+    let size = slot_size(b);
+    let crc = crc32(&b[slot..slot + size - 4]);
+    b[slot + size - 4..slot + size].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// Edits the descriptor in line 2 and points the newest slot at it, as a writer would.
@@ -45,11 +46,14 @@ fn rewrite_descriptor(b: &mut [u8], edit: impl FnOnce(&mut Value)) {
 
 const SHAPE: [u64; 2] = [30, 20];
 
-/// A file with one committed, stored (not constant) chunk per 10x10 block.
+/// A file with one committed, stored (not constant) chunk per 10x10 block,
+/// in the aligned layout, whose offsets these tests compute (the compact
+/// layout's bytes are each flipped by tests/mutation_sweep.rs).
 fn sample(dir: &Scratch, codec: Codec) -> (std::path::PathBuf, Vec<i32>) {
     let path = dir.path("c.vds");
     let mut ds = DatasetBuilder::new()
         .overwrite(true)
+        .layout(Layout::Aligned)
         .axis(Axis::new("x", 30))
         .axis(Axis::new("y", 20))
         .variable(VariableBuilder::new("v", DType::Int32, &["x", "y"]).chunk(&[10, 10]).codec(codec))
@@ -128,7 +132,7 @@ fn a_torn_commit_slot_falls_back_to_the_previous_commit() {
     // The previous commit is the empty dataset as created: every value is the fill value 0.
     assert_eq!(read_all(&path).unwrap(), vec![0; 600]);
     let h = head_len(&b);
-    let older = if newest == h { h + 512 } else { h };
+    let older = if newest == h { h + slot_size(&b) } else { h };
     b[older + 30] ^= 1;
     std::fs::write(&path, &b).unwrap();
     let e = read_all(&path).unwrap_err();
@@ -225,10 +229,11 @@ fn with_entry(file: &[u8], at: usize, value: &[u8]) -> Vec<u8> {
     let mut b = file.to_vec();
     let slot = newest_slot(&b);
     let root = u64_at(&b, slot + 64) as usize;
+    let p = u32::from_le_bytes(b[slot + 12..slot + 16].try_into().unwrap()) as usize;
     let e = root + 8;
     b[e + at..e + at + value.len()].copy_from_slice(value);
-    let crc = crc32(&b[root..root + 4092]);
-    b[root + 4092..root + 4096].copy_from_slice(&crc.to_le_bytes());
+    let crc = crc32(&b[root..root + p - 4]);
+    b[root + p - 4..root + p].copy_from_slice(&crc.to_le_bytes());
     b[slot + 60..slot + 64].copy_from_slice(&crc.to_le_bytes());
     reseal_slot(&mut b, slot);
     b

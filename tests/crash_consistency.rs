@@ -9,15 +9,19 @@
 //! one unsynced write (the disk reordered them), and the durable image plus
 //! each prefix of the unsynced writes, the last one torn (power loss midway
 //! through flushing). Each must show exactly the last commit that succeeded,
-//! or the one in flight when its commit had not yet returned.
+//! or the one in flight when its commit had not yet returned. The workload
+//! runs in both layouts (SPEC.md 1.1): in the compact one it crosses the
+//! commit that moves the index from 256-byte to 4096-byte pages.
 
 mod common;
-use common::record_reliability;
+use common::{layout_of, record_reliability};
 use std::collections::BTreeSet;
 use std::io;
 use std::sync::{Arc, Mutex};
 use vds::serde_json::{json, Value};
-use vds::{Axis, Codec, DType, DatasetBuilder, Durability, ErrorKind, MemoryStorage, OpenOptions, Order, Region, Storage, VariableBuilder};
+use vds::{
+    Axis, Codec, DType, DatasetBuilder, Durability, ErrorKind, Layout, MemoryStorage, OpenOptions, Order, Region, Storage, VariableBuilder,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Fault {
@@ -264,7 +268,7 @@ fn resize_z(v: &[f32], from: u64, z: u64) -> Vec<f32> {
 /// Runs the workload on `storage` until it finishes or an operation fails.
 /// Returns the contents of every commit (index 0: as created), how many
 /// commits succeeded, and whether a commit was in flight when it failed.
-fn workload(storage: &FaultyStorage, durability: Durability) -> (Vec<Contents>, Option<usize>, bool) {
+fn workload(storage: &FaultyStorage, durability: Durability, layout: Layout) -> (Vec<Contents>, Option<usize>, bool) {
     let mut states = vec![empty()];
     let created = DatasetBuilder::new()
         .axis(Axis::new("x", 20))
@@ -276,6 +280,7 @@ fn workload(storage: &FaultyStorage, durability: Durability) -> (Vec<Contents>, 
         .variable(VariableBuilder::new("map", DType::Int16, &["x", "y"]).chunk(&[8, 8]).fill(-1))
         .attribute("origin", "crash test")
         .durability(durability)
+        .layout(layout)
         .create_in(Arc::new(storage.clone()));
     let Ok(mut ds) = created else { return (states, None, true) };
     let mut model = empty();
@@ -311,19 +316,36 @@ fn same(a: &Contents, b: &Contents) -> bool {
 
 #[test]
 fn every_fault_point_leaves_the_last_successful_commit() {
+    fault_points_in(Layout::Aligned, "fault-injection", "");
+}
+
+#[test]
+fn every_fault_point_leaves_the_last_successful_commit_of_a_compact_container() {
+    fault_points_in(Layout::Compact, "fault-injection-compact", ", compact layout");
+}
+
+fn fault_points_in(layout: Layout, record: &str, title: &str) {
     // A run without faults counts the operations and fixes the reference states.
     let clean = FaultyStorage::default();
-    let (states, done, _) = workload(&clean, Durability::Fsync);
+    let (states, done, _) = workload(&clean, Durability::Fsync, layout);
     assert_eq!(done, Some(STEPS));
     let total_ops = clean.0.lock().unwrap().ops;
     assert!(same(&read_contents(&clean.0.lock().unwrap().durable).unwrap(), &states[STEPS]));
+    // The compact container starts with small pages and ends with 4 KiB ones.
+    let (head, page) = layout_of(&clean.0.lock().unwrap().durable);
+    if layout == Layout::Compact {
+        assert!(head % 4096 != 0 && page == 4096, "head {head}, page size {page}: the workload should outgrow 256-byte pages");
+    } else {
+        assert!(head % 4096 == 0 && page == 4096, "head {head}, page size {page}");
+    }
+    let mut page_sizes = BTreeSet::new();
 
     let (mut runs, mut images, mut at_last, mut at_inflight, mut uncreated) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut states_seen = BTreeSet::new();
     for op in 0..total_ops {
         for kind in [Fault::FailWrite, Fault::TornWrite, Fault::NoSpace, Fault::FailSync] {
             let storage = FaultyStorage::with_fault(Some((op, kind)));
-            let (_, done, in_flight) = workload(&storage, Durability::Fsync);
+            let (_, done, in_flight) = workload(&storage, Durability::Fsync, layout);
             if !storage.0.lock().unwrap().fired {
                 continue; // this kind does not apply to this operation (a write fault at a sync, ...)
             }
@@ -340,6 +362,7 @@ fn every_fault_point_leaves_the_last_successful_commit() {
                     continue;
                 };
                 let got = read_contents(&bytes).unwrap_or_else(|e| panic!("{what}: the file does not open: {e}"));
+                page_sizes.insert(layout_of(&bytes).1);
                 if same(&got, &states[committed]) {
                     at_last += 1;
                     states_seen.insert(committed);
@@ -355,10 +378,14 @@ fn every_fault_point_leaves_the_last_successful_commit() {
     // Every write gets three kinds of fault, every sync one.
     assert!(runs >= total_ops, "too few fault runs: {runs} for {total_ops} operations");
     assert_eq!(states_seen.len(), STEPS + 1, "every commit should be the survivor of some fault: {states_seen:?}");
+    if layout == Layout::Compact {
+        // Crashes around the growth commit leave either page size, each readable.
+        assert_eq!(page_sizes, BTreeSet::from([256, 4096]));
+    }
     record_reliability(
-        "fault-injection",
+        record,
         &format!(
-            "## Fault injection (tests/crash_consistency.rs)\n\n\
+            "## Fault injection (tests/crash_consistency.rs{title})\n\n\
              A workload of {STEPS} commits (chunks, partial-chunk updates, constant chunks, attributes, a descriptor too \
              large for the head) makes {total_ops} storage operations. Each operation was failed in turn: a write \
              failed, torn after half its bytes, or out of space; an fsync failed.\n\n\
@@ -379,17 +406,19 @@ fn every_fault_point_leaves_the_last_successful_commit() {
 #[test]
 fn without_fsync_a_process_crash_still_loses_nothing_committed() {
     // Durability::None promises only process-crash safety: the live image.
-    let clean = FaultyStorage::default();
-    let (states, _, _) = workload(&clean, Durability::None);
-    let total_ops = clean.0.lock().unwrap().ops;
-    for op in 0..total_ops {
-        for kind in [Fault::FailWrite, Fault::TornWrite, Fault::NoSpace] {
-            let storage = FaultyStorage::with_fault(Some((op, kind)));
-            let (_, done, in_flight) = workload(&storage, Durability::None);
-            let Some(committed) = done else { continue };
-            let live = storage.0.lock().unwrap().live.clone();
-            let got = read_contents(&live).unwrap_or_else(|e| panic!("fault {kind:?} at {op}: {e}"));
-            assert!(same(&got, &states[committed]) || (in_flight && same(&got, &states[committed + 1])), "fault {kind:?} at {op}");
+    for layout in [Layout::Aligned, Layout::Compact] {
+        let clean = FaultyStorage::default();
+        let (states, _, _) = workload(&clean, Durability::None, layout);
+        let total_ops = clean.0.lock().unwrap().ops;
+        for op in 0..total_ops {
+            for kind in [Fault::FailWrite, Fault::TornWrite, Fault::NoSpace] {
+                let storage = FaultyStorage::with_fault(Some((op, kind)));
+                let (_, done, in_flight) = workload(&storage, Durability::None, layout);
+                let Some(committed) = done else { continue };
+                let live = storage.0.lock().unwrap().live.clone();
+                let got = read_contents(&live).unwrap_or_else(|e| panic!("fault {kind:?} at {op}: {e}"));
+                assert!(same(&got, &states[committed]) || (in_flight && same(&got, &states[committed + 1])), "fault {kind:?} at {op}");
+            }
         }
     }
 }
@@ -431,7 +460,7 @@ fn storage_of(bytes: &[u8], fault: Option<(u64, Fault)>) -> FaultyStorage {
 fn compaction_under_every_fault_point_never_yields_a_partial_copy() {
     // The workload's last commit, with the space its rewrites left behind.
     let clean = FaultyStorage::default();
-    let (states, done, _) = workload(&clean, Durability::Fsync);
+    let (states, done, _) = workload(&clean, Durability::Fsync, Layout::Auto);
     assert_eq!(done, Some(STEPS));
     let original = clean.0.lock().unwrap().durable.clone();
     let source = storage_of(&original, None);

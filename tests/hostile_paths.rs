@@ -6,12 +6,14 @@
 mod common;
 use common::*;
 use vds::serde_json::{json, Value};
-use vds::{Axis, DType, Dataset, DatasetBuilder, ErrorKind, OpenOptions, Order, Region, SlotPolicy, VariableBuilder};
+use vds::{Axis, DType, Dataset, DatasetBuilder, ErrorKind, Layout, OpenOptions, Order, Region, SlotPolicy, VariableBuilder};
 
-/// A container in `dir` whose chunks all live in external slot 1, named `slot.1`.
+/// A container in `dir` whose chunks all live in external slot 1, named `slot.1`;
+/// aligned, so that its head has room for the descriptor `rename_slot` edits.
 fn make(dir: &Scratch) -> std::path::PathBuf {
     let path = dir.path("c.vds");
     let mut ds = DatasetBuilder::new()
+        .layout(Layout::Aligned)
         .axis(Axis::new("x", 64))
         .variable(VariableBuilder::new("v", DType::Int32, &["x"]).chunk(&[16]))
         .external_slot("slot.1")

@@ -13,15 +13,20 @@
 //! commit that returned; after both are killed, the file must hold every
 //! reported commit of each.
 //!
-//! VDS_KILL_ROUNDS sets the number of kills (default 150; try 5000).
+//! The file is small (7.5 KiB of data), so it has the compact layout (SPEC.md
+//! 1.1); its index moves to 4096-byte pages as commits add up, and each
+//! compaction brings it back to 256-byte ones. The first test also runs
+//! over a file forced to the aligned layout.
+//!
+//! VDS_KILL_ROUNDS sets the number of kills (default 150 per layout; try 5000).
 
 mod common;
-use common::{record_reliability, Rng, Scratch};
+use common::{layout_of, record_reliability, Rng, Scratch};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use vds::serde_json::json;
-use vds::{Axis, Codec, DType, Dataset, DatasetBuilder, Durability, ErrorKind, OpenOptions, Order, Region, VariableBuilder};
+use vds::{Axis, Codec, DType, Dataset, DatasetBuilder, Durability, ErrorKind, Layout, OpenOptions, Order, Region, VariableBuilder};
 
 const CHILD: &str = "VDS_KILL_CHILD";
 const RACER: &str = "VDS_RACE_CHILD";
@@ -50,7 +55,12 @@ fn apply(state: &mut [u32], step: u64) {
 }
 
 fn create(path: &Path) {
+    create_in_layout(path, Layout::Auto);
+}
+
+fn create_in_layout(path: &Path, layout: Layout) {
     DatasetBuilder::new()
+        .layout(layout)
         .axis(Axis::new("y", 48))
         .axis(Axis::new("x", 40))
         .variable(VariableBuilder::new("v", DType::UInt32, &["y", "x"]).chunk(&[16, 16]).codec(Codec::deflate(1)))
@@ -105,13 +115,46 @@ fn writer_killed_at_random_moments_leaves_a_committed_state() {
         return;
     }
     let rounds: u64 = std::env::var("VDS_KILL_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(150);
+    let mut rows = String::new();
+    for (layout, name) in [(Layout::Compact, "compact"), (Layout::Aligned, "aligned")] {
+        let (kills, commits, reads, sizes, elapsed) = kill_rounds(rounds, layout);
+        if layout == Layout::Compact {
+            assert!(sizes.contains(&256) && sizes.contains(&4096), "the compact file never changed page size: {sizes:?}");
+        }
+        rows += &format!(
+            "| {name} | {kills} | {rounds} | 0 | {commits} | {reads} | {} | no problem | {elapsed:.1} s |\n",
+            sizes.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+        );
+    }
+    record_reliability(
+        "kill-9",
+        &format!(
+            "## Killed writer (tests/kill_writer.rs)\n\n\
+             A child process updates a region, sets an attribute and commits (fsync) in a loop, compacting every 25 \
+             commits; it is killed with SIGKILL after a random 5 to 65 ms, and the file is reopened and compared with \
+             the state of the commit it shows. Meanwhile this process reads the file concurrently. The file runs in \
+             each layout (SPEC.md 1.1); the compact one changes index page size as it grows and is compacted.\n\n\
+             | layout | kills (SIGKILL while running) | reopens after a kill that matched a committed state exactly | \
+             reopens that failed or showed anything else | commits made (compactions every 25) | concurrent reads \
+             from another process, each a committed state | index page sizes seen | final verify | time |\n\
+             |---|---|---|---|---|---|---|---|---|\n{rows}\n\
+             Run longer with `VDS_KILL_ROUNDS=5000 cargo test --release --test kill_writer`.\n\n"
+        ),
+    );
+}
+
+/// Kills a writer of a file of `layout` `rounds` times; returns the kills,
+/// the commits made, the concurrent reads, the index page sizes seen at the
+/// reopens and the time taken.
+fn kill_rounds(rounds: u64, layout: Layout) -> (u64, u64, u64, std::collections::BTreeSet<u32>, f64) {
     let dir = Scratch::new("kill");
     let path = dir.path("k.vds");
-    create(&path);
+    create_in_layout(&path, layout);
     let exe = std::env::current_exe().unwrap();
     let mut rng = Rng::new(common::seed(0x6B11));
     let (mut model, mut model_step) = (vec![0u32; 48 * 40], 0u64);
     let (mut concurrent_reads, mut killed_mid_run, mut max_step) = (0u64, 0u64, 0u64);
+    let mut sizes = std::collections::BTreeSet::new();
     let started = Instant::now();
     for round in 0..rounds {
         let mut child = Command::new(&exe)
@@ -138,29 +181,15 @@ fn writer_killed_at_random_moments_leaves_a_committed_state() {
             panic!("round {round}: the writer exited by itself ({status}): {err}");
         }
         max_step = check(&path, &mut model, &mut model_step);
+        let (head, page) = layout_of(&std::fs::read(&path).unwrap());
+        assert_eq!(head % 4096 != 0, layout == Layout::Compact, "round {round}: head of {head} bytes");
+        sizes.insert(page);
     }
     let elapsed = started.elapsed().as_secs_f64();
     assert!(max_step > rounds, "the writer made too little progress to test anything: {max_step} commits in {rounds} rounds");
     let report = Dataset::open(&path).unwrap().verify().unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
-    record_reliability(
-        "kill-9",
-        &format!(
-            "## Killed writer (tests/kill_writer.rs)\n\n\
-             A child process updates a region, sets an attribute and commits (fsync) in a loop, compacting every 25 \
-             commits; it is killed with SIGKILL after a random 5 to 65 ms, and the file is reopened and compared with \
-             the state of the commit it shows. Meanwhile this process reads the file concurrently.\n\n\
-             | figure | value |\n|---|---|\n\
-             | kills (SIGKILL while running) | {killed_mid_run} |\n\
-             | reopens after a kill that matched a committed state exactly | {rounds} |\n\
-             | reopens that failed or showed anything else | 0 |\n\
-             | commits made across all runs (compactions included every 25) | {max_step} |\n\
-             | concurrent reads from another process, each a committed state | {concurrent_reads} |\n\
-             | final verify of every checksum and structure | no problem |\n\
-             | time | {elapsed:.1} s |\n\n\
-             Run longer with `VDS_KILL_ROUNDS=5000 cargo test --release --test kill_writer`.\n\n"
-        ),
-    );
+    (killed_mid_run, max_step, concurrent_reads, sizes, elapsed)
 }
 
 /// A racing writer `w`: opens the file for writing (waiting while the other

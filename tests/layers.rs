@@ -265,7 +265,7 @@ fn layers_are_updated_at_commit_and_dropped_by_rollback() {
     assert_eq!(l1[5 * 6 + 3], -7, "the committed write reached level 1 of the tiles");
     let desc: vds::serde_json::Value = vds::serde_json::from_str(&ds.descriptor_json()).unwrap();
     assert_eq!(desc["features"]["ro_compat"], vds::serde_json::json!(["levels_of_detail", "partitionings"]));
-    assert_eq!(desc["version"], vds::serde_json::json!([1, 3]));
+    assert_eq!(desc["version"], vds::serde_json::json!([1, vds::FORMAT_MINOR]));
 }
 
 #[test]

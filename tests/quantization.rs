@@ -95,7 +95,8 @@ fn quantized_values_are_within_half_a_step() {
             assert!(cur.iter().zip(&l1).all(|(&a, &b)| a == u32::from(b)));
         }
         let desc: Value = vds::serde_json::from_str(&ds.descriptor_json()).unwrap();
-        assert_eq!(desc["features"]["incompat"], json!(["quantization"]));
+        // A small container: the compact layout (SPEC.md 1.1) is listed too.
+        assert_eq!(desc["features"]["incompat"], json!(["quantization", "compact_layout"]));
         assert_eq!(desc["variables"][0]["quantization"], json!({"storage": storage.name(), "range": [min, max]}));
         assert_eq!(ds.read_vec::<i16>("f", &Region::full(&shape).unwrap(), Order::C).unwrap_err().kind(), ErrorKind::TypeMismatch);
     }

@@ -201,3 +201,22 @@ fn wrong_element_type_is_refused_before_any_byte_moves() {
     assert_eq!(ds.read_vec::<f32>("nope", &r, Order::C).unwrap_err().kind(), vds::ErrorKind::NotFound);
     assert_eq!(ds.read_vec::<f32>("v", &Region::full(&[10, 1]).unwrap(), Order::C).unwrap_err().kind(), vds::ErrorKind::InvalidArgument);
 }
+
+/// Without a chunk shape, a variable gets C-order slabs of at most 4 MiB
+/// (SPEC.md 3.1): one chunk when it fits, else whole trailing axes.
+#[test]
+fn the_default_chunk_shape_is_a_slab_of_whole_trailing_axes() {
+    let dir = Scratch::new("default-chunk");
+    let ds = DatasetBuilder::new()
+        .axis(Axis::new("z", 100))
+        .axis(Axis::new("y", 1000))
+        .axis(Axis::new("x", 1000))
+        .variable(&VariableBuilder::new("large", DType::Float64, &["z", "y", "x"]))
+        .variable(&VariableBuilder::new("plane", DType::Float32, &["y", "x"]))
+        .variable(&VariableBuilder::new("trace", DType::Int64, &["x"]))
+        .create(dir.path("d.vds"))
+        .unwrap();
+    let chunks: Vec<&[u64]> = ds.variables().iter().map(|v| v.chunk_shape()).collect();
+    assert_eq!(chunks, [&[1, 500, 1000][..], &[1000, 1000][..], &[1000][..]]);
+    assert_eq!(chunks[0], vds::default_chunk_shape(&[100, 1000, 1000], 8).as_slice());
+}

@@ -234,10 +234,10 @@ fn the_largest_name_lists_open() {
 
 /// The newest commit slot's offset in a container's bytes.
 fn newest_slot(bytes: &[u8]) -> usize {
-    let h = head_len(bytes);
+    let (h, size) = (head_len(bytes), slot_size(bytes));
     let seq = |at: usize| u64::from_le_bytes(bytes[at + 16..at + 24].try_into().unwrap());
-    if seq(h + 512) > seq(h) {
-        h + 512
+    if seq(h + size) > seq(h) {
+        h + size
     } else {
         h
     }
@@ -247,18 +247,19 @@ fn u64_at(bytes: &[u8], at: usize) -> usize {
     u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize
 }
 
-/// Re-seals the root page (a leaf, P = 4096) and the newest slot after an edit.
+/// Re-seals the root page (a leaf of P bytes) and the newest slot after an edit.
 fn reseal(bytes: &mut [u8]) {
-    let slot = newest_slot(bytes);
+    let (slot, size) = (newest_slot(bytes), slot_size(bytes));
     let root = u64_at(bytes, slot + 64);
-    let crc = crc32(&bytes[root..root + 4092]);
-    bytes[root + 4092..root + 4096].copy_from_slice(&crc.to_le_bytes());
+    let p = u32::from_le_bytes(bytes[slot + 12..slot + 16].try_into().unwrap()) as usize;
+    let crc = crc32(&bytes[root..root + p - 4]);
+    bytes[root + p - 4..root + p].copy_from_slice(&crc.to_le_bytes());
     bytes[slot + 60..slot + 64].copy_from_slice(&crc.to_le_bytes());
     let (off, len) = (u64_at(bytes, slot + 40), u64_at(bytes, slot + 48));
     let crc = crc32(&bytes[off..off + len]);
     bytes[slot + 56..slot + 60].copy_from_slice(&crc.to_le_bytes());
-    let crc = crc32(&bytes[slot..slot + 508]);
-    bytes[slot + 508..slot + 512].copy_from_slice(&crc.to_le_bytes());
+    let crc = crc32(&bytes[slot..slot + size - 4]);
+    bytes[slot + size - 4..slot + size].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// A container with one stored chunk of int32 [1, 2, 3, 4], and the offset

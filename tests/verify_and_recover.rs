@@ -8,13 +8,19 @@
 mod common;
 use common::*;
 use vds::serde_json::json;
-use vds::{Axis, Codec, DType, Dataset, DatasetBuilder, ErrorKind, Order, Recovery, Region, VariableBuilder};
+use vds::{Axis, Codec, DType, Dataset, DatasetBuilder, ErrorKind, Layout, Order, Recovery, Region, VariableBuilder};
 
 const SHAPE: [u64; 2] = [40, 30];
 
+/// In the aligned layout, whose offsets most of these tests compute.
 fn builder() -> DatasetBuilder {
+    builder_in(Layout::Aligned)
+}
+
+fn builder_in(layout: Layout) -> DatasetBuilder {
     let mut b = DatasetBuilder::new();
-    b.axis(Axis::new("y", 40))
+    b.layout(layout)
+        .axis(Axis::new("y", 40))
         .axis(Axis::new("x", 30))
         .variable(VariableBuilder::new("v", DType::Float64, &["y", "x"]).chunk(&[10, 10]).codec(Codec::deflate(1)));
     b
@@ -76,9 +82,16 @@ fn verify_reports_every_problem_with_its_location() {
 
 #[test]
 fn recover_rolls_back_to_the_newest_intact_commit() {
+    // Both layouts: the compact one's slots are 128 bytes (SPEC.md 1.1).
+    for layout in [Layout::Aligned, Layout::Compact] {
+        recover_rolls_back_in(layout);
+    }
+}
+
+fn recover_rolls_back_in(layout: Layout) {
     let dir = Scratch::new("recover");
     let path = dir.path("r.vds");
-    let mut ds = builder().create(&path).unwrap();
+    let mut ds = builder_in(layout).create(&path).unwrap();
     ds.write("v", &Region::full(&SHAPE).unwrap(), Order::C, &ramp(0.0)).unwrap();
     ds.commit().unwrap();
     let end_of_first = std::fs::metadata(&path).unwrap().len();
@@ -186,25 +199,26 @@ fn rollback_discards_uncommitted_work() {
 /// Sets the sequence number of commit slot `which` (re-sealing its CRC32).
 fn set_sequence(path: &std::path::Path, which: usize, sequence: u64) {
     let mut bytes = std::fs::read(path).unwrap();
-    let at = head_len(&bytes) + which * 512;
+    let size = slot_size(&bytes);
+    let at = head_len(&bytes) + which * size;
     bytes[at + 16..at + 24].copy_from_slice(&sequence.to_le_bytes());
-    let crc = crc32(&bytes[at..at + 508]);
-    bytes[at + 508..at + 512].copy_from_slice(&crc.to_le_bytes());
+    let crc = crc32(&bytes[at..at + size - 4]);
+    bytes[at + size - 4..at + size].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(path, bytes).unwrap();
 }
 
 /// The root page offset recorded in commit slot `which`.
 fn root_offset(path: &std::path::Path, which: usize) -> u64 {
     let bytes = std::fs::read(path).unwrap();
-    let at = head_len(&bytes) + which * 512 + 64;
+    let at = head_len(&bytes) + which * slot_size(&bytes) + 64;
     u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap())
 }
 
 /// A container whose creating commit is numbered three below the last
 /// sequence number, then given two commits (ramp 1, ramp 2): its newest
 /// commit has the last number. Returns the writer.
-fn at_the_last_sequence_number(path: &std::path::Path) -> Dataset {
-    builder().create(path).unwrap().close().unwrap();
+fn at_the_last_sequence_number(path: &std::path::Path, layout: Layout) -> Dataset {
+    builder_in(layout).create(path).unwrap().close().unwrap();
     // Commit 1 lives in slot 1.
     set_sequence(path, 1, u64::MAX - 2);
     let mut ds = Dataset::open_rw(path).unwrap();
@@ -218,40 +232,44 @@ fn at_the_last_sequence_number(path: &std::path::Path) -> Dataset {
 
 #[test]
 fn the_last_sequence_number_refuses_a_commit_instead_of_wrapping() {
-    let dir = Scratch::new("sequence-limit");
-    let path = dir.path("c.vds");
-    let all = Region::full(&SHAPE).unwrap();
-    let mut ds = at_the_last_sequence_number(&path);
-    assert_eq!(ds.commit_sequence(), u64::MAX);
-    // No number is left: the commit is refused, nothing is written, and the
-    // last commit stays what every reader sees.
-    ds.write("v", &all, Order::C, &ramp(3.0)).unwrap();
-    let e = ds.commit().unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::OutOfRange, "{e}");
-    assert!(e.to_string().contains("compact"), "{e}");
-    ds.rollback().unwrap();
-    assert_eq!(read_all(&path).unwrap(), ramp(2.0));
-    // Compaction numbers the commits from 1 again, and writing goes on.
-    ds.compact().unwrap();
-    assert_eq!(ds.commit_sequence(), 2, "the new file's creation and the copy's commit");
-    ds.write("v", &all, Order::C, &ramp(3.0)).unwrap();
-    ds.commit().unwrap();
-    drop(ds);
-    assert_eq!(read_all(&path).unwrap(), ramp(3.0));
-    assert!(Dataset::open(&path).unwrap().verify().unwrap().is_ok());
+    for layout in [Layout::Aligned, Layout::Compact] {
+        let dir = Scratch::new("sequence-limit");
+        let path = dir.path("c.vds");
+        let all = Region::full(&SHAPE).unwrap();
+        let mut ds = at_the_last_sequence_number(&path, layout);
+        assert_eq!(ds.commit_sequence(), u64::MAX);
+        // No number is left: the commit is refused, nothing is written, and the
+        // last commit stays what every reader sees.
+        ds.write("v", &all, Order::C, &ramp(3.0)).unwrap();
+        let e = ds.commit().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::OutOfRange, "{e}");
+        assert!(e.to_string().contains("compact"), "{e}");
+        ds.rollback().unwrap();
+        assert_eq!(read_all(&path).unwrap(), ramp(2.0));
+        // Compaction numbers the commits from 1 again, and writing goes on.
+        ds.compact().unwrap();
+        assert_eq!(ds.commit_sequence(), 2, "the new file's creation and the copy's commit");
+        ds.write("v", &all, Order::C, &ramp(3.0)).unwrap();
+        ds.commit().unwrap();
+        drop(ds);
+        assert_eq!(read_all(&path).unwrap(), ramp(3.0));
+        assert!(Dataset::open(&path).unwrap().verify().unwrap().is_ok());
+    }
 }
 
 #[test]
 fn recovery_at_the_last_sequence_number_rolls_back_without_wrapping() {
-    let dir = Scratch::new("sequence-limit-recover");
-    let path = dir.path("c.vds");
-    drop(at_the_last_sequence_number(&path));
-    // The newest commit (the last number, slot 1) has a damaged index root.
-    flip(&path, root_offset(&path, 1) + 100);
-    let r = Dataset::recover(&path).unwrap();
-    assert_eq!(r, Recovery::RolledBack { damaged: u64::MAX, restored: u64::MAX - 1 });
-    assert_eq!(read_all(&path).unwrap(), ramp(1.0));
-    let ds = Dataset::open(&path).unwrap();
-    assert_eq!(ds.commit_sequence(), u64::MAX - 1);
-    assert!(ds.verify().unwrap().is_ok());
+    for layout in [Layout::Aligned, Layout::Compact] {
+        let dir = Scratch::new("sequence-limit-recover");
+        let path = dir.path("c.vds");
+        drop(at_the_last_sequence_number(&path, layout));
+        // The newest commit (the last number, slot 1) has a damaged index root.
+        flip(&path, root_offset(&path, 1) + 100);
+        let r = Dataset::recover(&path).unwrap();
+        assert_eq!(r, Recovery::RolledBack { damaged: u64::MAX, restored: u64::MAX - 1 });
+        assert_eq!(read_all(&path).unwrap(), ramp(1.0));
+        let ds = Dataset::open(&path).unwrap();
+        assert_eq!(ds.commit_sequence(), u64::MAX - 1);
+        assert!(ds.verify().unwrap().is_ok());
+    }
 }

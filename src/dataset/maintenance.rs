@@ -1,7 +1,7 @@
 //! Checking, repairing and compacting a container (SPEC.md section 7.7).
 
 use super::{check_constant, read_slots, Dataset, Prepared, Snapshot};
-use crate::commit::{CommitSlot, SLOT_SIZE};
+use crate::commit::{body_start, slot_offset, slot_size, CommitSlot};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::index::{Entry, Key, PageReader};
 use crate::spec::Variable;
@@ -171,7 +171,7 @@ impl Dataset {
             note(Error::corrupt(
                 "commit slot",
                 0,
-                c.head_len + (c.sequence % 2) * SLOT_SIZE,
+                slot_offset(c.head_len, c.sequence),
                 format!("records {} index entries, the index holds {}", c.entries, entries.len()),
             ));
         }
@@ -242,7 +242,7 @@ impl Dataset {
     /// The space a commit with `pages` index pages and these entries uses.
     fn space_of(&self, pages: u64, entries: &[(Key, Entry)]) -> Space {
         let c = &self.commit;
-        let mut live = c.head_len + 2 * SLOT_SIZE + pages * u64::from(c.page_size);
+        let mut live = body_start(c.head_len) + pages * u64::from(c.page_size);
         if c.desc_offset != self.line1 {
             live += c.desc_len;
         }
@@ -315,14 +315,14 @@ impl Dataset {
                     // Same parity as the damaged commit: its slot is the one overwritten.
                     // At the last sequence numbers, the damaged slot is zeroed instead
                     // (an empty slot never wins), leaving the intact one the newest.
-                    let at = head_len + (newest.sequence % 2) * SLOT_SIZE;
+                    let at = slot_offset(head_len, newest.sequence);
                     let (bytes, restored) = match newest.sequence.checked_add(2) {
                         Some(sequence) => {
                             let restored =
                                 CommitSlot { sequence, file_len: newest.file_len.min(file_len).max(slot.file_len), ..slot.clone() };
                             (restored.encode(), restored)
                         }
-                        None => ([0u8; SLOT_SIZE as usize], slot.clone()),
+                        None => (vec![0u8; slot_size(head_len) as usize], slot.clone()),
                     };
                     storage.sync().map_err(|e| Error::io("recovering: syncing the file", e))?;
                     storage.write_at(at, &bytes).map_err(|e| Error::io("recovering: writing the commit slot", e))?;
@@ -477,7 +477,10 @@ impl Dataset {
         if fold == Fold::IntoContainer {
             desc.slots.clear();
         }
-        let mut new = Dataset::initialize(storage, tmp.map(Path::to_path_buf), desc, self.durability, false)?;
+        // An aligned container stays aligned (older readers keep reading it);
+        // a compact one whose data has grown past the limit becomes aligned.
+        let compact = crate::commit::is_compact(self.commit.head_len) && super::Layout::Auto.is_compact_for(&desc);
+        let mut new = Dataset::initialize(storage, tmp.map(Path::to_path_buf), desc, self.durability, false, compact)?;
         new.policy = self.policy.clone();
         new.allow_external_paths = self.allow_external_paths;
         new.memory_limit = self.memory_limit;

@@ -5,7 +5,7 @@ use super::{
     arg_opt_str, arg_slice, arg_str, fail, ffi_boundary, kind_name, lookup, out, register, unregister, vds_dataset, vds_status, FfiResult,
     Object,
 };
-use crate::{Axis, Codec, Compression, DatasetBuilder, VariableBuilder, MAX_DIMS};
+use crate::{Axis, Codec, Compression, DatasetBuilder, Layout, VariableBuilder, MAX_DIMS};
 use std::ffi::c_char;
 use std::sync::{Arc, Mutex};
 
@@ -104,8 +104,9 @@ pub unsafe extern "C" fn vds_builder_add_axis(
 }
 
 /// Adds a variable `name` of type `dtype` spanning `naxes` axes named in
-/// `axes` (slowest first), with chunk extents `chunk[0..naxes]`, or a
-/// default chunk shape of about 1 MiB when `chunk` is NULL. Defaults: fill
+/// `axes` (slowest first), with chunk extents `chunk[0..naxes]`, or, when
+/// `chunk` is NULL, the default: slabs of whole trailing axes of at most
+/// 4 MiB (one chunk for a variable of at most 4 MiB; SPEC.md 3.1). Defaults: fill
 /// value 0 (false), no compression, no unit.
 ///
 /// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
@@ -288,6 +289,40 @@ pub extern "C" fn vds_builder_set_durability(b: *mut vds_builder, durability: i3
     ffi_boundary!("vds_builder_set_durability", {
         let d = super::dataset::durability_from_c(durability)?;
         builder(b)?.lock().unwrap_or_else(std::sync::PoisonError::into_inner).durability(d);
+        Ok(())
+    })
+}
+
+/// How `vds_builder_create` lays out the container (SPEC.md 1.1).
+#[repr(i32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum vds_layout {
+    /// Compact when the variables declare at most 64 KiB, aligned otherwise (the default).
+    VDS_LAYOUT_AUTO = 0,
+    /// A head padded to 128 bytes, 128-byte commit slots, 256-byte index
+    /// pages while small: a one-value file of a few hundred bytes. Format
+    /// 1.4; readers of format 1.3 and before cannot open it.
+    VDS_LAYOUT_COMPACT = 1,
+    /// A head padded to 4096 bytes, 512-byte commit slots, 4096-byte index
+    /// pages: what every format 1.x reader opens.
+    VDS_LAYOUT_ALIGNED = 2,
+}
+
+/// How the container is laid out (a `vds_layout`; default
+/// `VDS_LAYOUT_AUTO`). `VDS_LAYOUT_ALIGNED` keeps a small file readable by
+/// libraries of format 1.3 and before.
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`, `VDS_ERR_INVALID_ARGUMENT`.
+#[no_mangle]
+pub extern "C" fn vds_builder_set_layout(b: *mut vds_builder, layout: i32) -> vds_status {
+    ffi_boundary!("vds_builder_set_layout", {
+        let l = match layout {
+            0 => Layout::Auto,
+            1 => Layout::Compact,
+            2 => Layout::Aligned,
+            _ => return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("{layout} is not a vds_layout")),
+        };
+        builder(b)?.lock().unwrap_or_else(std::sync::PoisonError::into_inner).layout(l);
         Ok(())
     })
 }

@@ -33,6 +33,12 @@ pub(crate) const FEATURE_LOD: &str = "levels_of_detail";
 /// compatible, for the same reason).
 pub(crate) const FEATURE_PARTITIONINGS: &str = "partitionings";
 
+/// The container has the compact layout: a head not padded to 4 KiB and
+/// 128-byte commit slots (incompatible: a reader that does not know it
+/// would look for the slots in the wrong place; format 1.4). Listed
+/// exactly when the head length is not a multiple of 4096.
+pub(crate) const FEATURE_COMPACT: &str = "compact_layout";
+
 /// Feature names this build knows (SPEC.md section 3.4).
 /// `zstd` only in builds with the cargo feature of that name.
 pub(crate) const KNOWN_FEATURES: &[&str] = &[
@@ -43,6 +49,7 @@ pub(crate) const KNOWN_FEATURES: &[&str] = &[
     FEATURE_QUANTIZATION,
     FEATURE_MASK,
     FEATURE_MARGINS,
+    FEATURE_COMPACT,
     #[cfg(feature = "zstd")]
     FEATURE_ZSTD,
 ];
@@ -86,8 +93,12 @@ const DEFINED: [(&str, List, Uses); 7] = [
 pub(crate) fn check_listed(d: &DescriptorJson) -> Result<(), String> {
     let f = &d.features;
     let lists = [(List::Compat, &f.compat), (List::RoCompat, &f.ro_compat), (List::Incompat, &f.incompat)];
-    // `chunk_hashes` is used by index entries, not by the descriptor.
-    let defined = DEFINED.iter().map(|&(name, list, _)| (name, list)).chain([(FEATURE_CHUNK_HASHES, List::Compat)]);
+    // `chunk_hashes` is used by index entries and `compact_layout` by the
+    // head, not by the descriptor.
+    let defined = DEFINED
+        .iter()
+        .map(|&(name, list, _)| (name, list))
+        .chain([(FEATURE_CHUNK_HASHES, List::Compat), (FEATURE_COMPACT, List::Incompat)]);
     let mut listed = [false; DEFINED.len()];
     for (name, own) in defined {
         for (list, names) in lists {

@@ -152,6 +152,32 @@ pub fn head_len(bytes: &[u8]) -> usize {
     first + 2 + bytes[first + 1..].iter().position(|&b| b == b'\n').unwrap()
 }
 
+/// The size of each commit slot of a container: 512, or 128 when its head
+/// length is not a multiple of 4096 (the compact layout, SPEC.md 1.1).
+pub fn slot_size(bytes: &[u8]) -> usize {
+    if head_len(bytes) % 4096 == 0 {
+        512
+    } else {
+        128
+    }
+}
+
+/// Where the body of a container starts: after the head and both slots.
+pub fn body_start(bytes: &[u8]) -> usize {
+    head_len(bytes) + 2 * slot_size(bytes)
+}
+
+/// The head length and the newest intact commit's index page size of a
+/// container image (SPEC.md 1, 1.1 and 4): which layout it has, and whether
+/// a compact one has moved to 4096-byte pages.
+pub fn layout_of(bytes: &[u8]) -> (usize, u32) {
+    let h = head_len(bytes);
+    let size = if h % 4096 == 0 { 512 } else { 128 };
+    let slots = (0..2).map(|i| &bytes[h + i * size..h + (i + 1) * size]).filter(|s| s.starts_with(b"VDSCOMIT"));
+    let newest = slots.max_by_key(|s| u64::from_le_bytes(s[16..24].try_into().unwrap())).unwrap();
+    (h, u32::from_le_bytes(newest[12..16].try_into().unwrap()))
+}
+
 /// Replaces the section `name` of RELIABILITY.md (between its begin and end
 /// markers) with `body`, so that the figures there come from the tests that
 /// measured them. The file is created with a preamble if missing.

@@ -13,7 +13,8 @@ vds info: axes, variables, chunking, codecs, chunk counts and space of a contain
 
 Usage: vds info FILE [--json]
 
-For each variable: type, axes, chunk shape and grid, codec, fill value, chunks
+For each variable: type, axes, chunk shape and grid (and whether the shape is
+the default one, C-order slabs of at most 4 MiB), codec, fill value, chunks
 stored, constant, fill-only and unwritten, bytes raw and on disk, and the
 compression ratio. For the file: external-file slots, the commit, and the
 space compaction would reclaim.
@@ -146,6 +147,9 @@ fn describe(ds: &Dataset, path: &str) -> Result<Value, Fail> {
             "unit": v.unit(),
             "chunk_shape": v.chunk_shape(),
             "chunk_grid": v.chunk_grid(),
+            "chunk_bytes": v.chunk_shape().iter().product::<u64>().saturating_mul(v.dtype().size() as u64),
+            // Whether the shape is the one the library chooses when none is asked for (SPEC.md 3.1).
+            "default_chunk": v.chunk_shape() == vds::default_chunk_shape(v.shape(), v.dtype().size()).as_slice(),
             "codec": codec_text(v),
             "fill": value_json(v),
             "levels_of_detail": (0..v.levels_of_detail()).map(|k| json!({
@@ -175,6 +179,8 @@ fn describe(ds: &Dataset, path: &str) -> Result<Value, Fail> {
         "live_bytes": space.live_bytes,
         "reclaimable_bytes": space.reclaimable_bytes,
         "index_pages": space.index_pages,
+        "layout": if ds.layout() == vds::Layout::Compact { "compact" } else { "aligned" },
+        "index_page_bytes": ds.index_page_size(),
         "external_slots": ds.external_slots(),
         "attributes": ds.attributes(),
         "axes": axes,
@@ -203,11 +209,13 @@ fn scalar_json(x: vds::Scalar) -> Value {
 fn render(r: &Value) -> String {
     let u = |v: &Value| v.as_u64().unwrap_or(0);
     let mut t = format!(
-        "{}: vds {} container, commit {}, {}\n",
+        "{}: vds {} container, commit {}, {}, {} layout, {}-byte index pages\n",
         r["file"].as_str().unwrap_or(""),
         r["format"].as_str().unwrap_or(""),
         u(&r["commit"]),
-        size(u(&r["file_bytes"]))
+        size(u(&r["file_bytes"])),
+        r["layout"].as_str().unwrap_or(""),
+        u(&r["index_page_bytes"])
     );
     t += "axes:\n";
     let width = r["axes"].as_array().into_iter().flatten().map(|a| a["name"].as_str().unwrap_or("").len()).max().unwrap_or(0);
@@ -243,6 +251,12 @@ fn render(r: &Value) -> String {
             v["codec"].as_str().unwrap_or(""),
             v["fill"]
         );
+        if v["default_chunk"] == Value::Bool(true) {
+            t += &format!(
+                "    chunk shape: the default, C-order slabs of whole trailing axes, {} each (at most 4 MiB)\n",
+                size(u(&v["chunk_bytes"]))
+            );
+        }
         if let Some(q) = v["quantization"].as_object() {
             t += &format!("    quantized: {} over {}\n", q["storage"].as_str().unwrap_or(""), q["range"]);
         }

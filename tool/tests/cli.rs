@@ -240,7 +240,12 @@ fn info_reports_chunk_kinds_codecs_and_space() {
     ds.close().unwrap();
     let json: vds::serde_json::Value = vds::serde_json::from_str(&ok(&dir, &["info", p, "--json"])).unwrap();
     assert_eq!(json["variables"][0]["chunks"]["constant"], 2);
-    assert_eq!(json["reclaimable_bytes"], 64 * 4 + 4096);
+    // 4x4x4 was asked for: not the default shape (SPEC.md 3.1), 256 bytes a chunk.
+    assert_eq!((json["variables"][0]["default_chunk"].as_bool(), json["variables"][0]["chunk_bytes"].as_u64()), (Some(false), Some(256)));
+    // A container this small has the compact layout: 256-byte pages, of
+    // which a leaf and the root branch above it were replaced.
+    assert_eq!((json["layout"].as_str(), json["index_page_bytes"].as_u64()), (Some("compact"), Some(256)));
+    assert_eq!(json["reclaimable_bytes"], 64 * 4 + 2 * 256);
     // Recompressed with zstd: info names the codec, and the values are the same.
     ok(&dir, &["copy", p, "zstd.vds", "--codec", "zstd:5"]);
     let text = ok(&dir, &["info", "zstd.vds"]);
@@ -302,12 +307,14 @@ fn verify_finds_damage_and_says_where() {
     let shown = Command::new(env!("CARGO_BIN_EXE_vds")).args(["verify", p]).env("VDS_PROGRESS", "always").output().unwrap();
     assert!(String::from_utf8_lossy(&shown.stderr).contains("\rverifying"), "{shown:?}");
     let text = ok(&dir, &["verify", p]);
-    assert!(text.contains("intact (commit 2, 4 chunks and 1 index pages checked, layers consistent"), "{text}");
+    // Four entries need a branch and two leaves of 256 bytes (the compact layout, SPEC.md 1.1).
+    assert!(text.contains("intact (commit 2, 4 chunks and 3 index pages checked, layers consistent"), "{text}");
     // Flip a byte inside the first stored chunk (the body starts after the head and both slots).
     let mut bytes = std::fs::read(&path).unwrap();
     let head = bytes.iter().position(|&b| b == b'\n').unwrap() + 1;
     let head = head + bytes[head..].iter().position(|&b| b == b'\n').unwrap() + 1;
-    let body = head.div_ceil(4096) * 4096 + 1024;
+    // Slots of 512 bytes after an aligned head, 128 after a compact one (SPEC.md 1.1).
+    let body = head + if head % 4096 == 0 { 1024 } else { 256 };
     bytes[body + 10] ^= 0x40;
     std::fs::write(&path, &bytes).unwrap();
     let out = vds_in(&dir, &["verify", p]);
@@ -497,7 +504,7 @@ fn usage_errors_and_help() {
     assert!(fails(&dir, &[], 2).contains("Commands:"));
     assert!(fails(&dir, &["frobnicate"], 2).contains("unknown command \"frobnicate\""));
     assert!(ok(&dir, &["--help"]).contains("vds <command>"));
-    assert!(ok(&dir, &["--version"]).contains("file format 1.3"));
+    assert!(ok(&dir, &["--version"]).contains("file format 1.4"));
     for cmd in ["info", "dump", "verify", "slice", "import", "export", "copy"] {
         let help = ok(&dir, &[cmd, "--help"]);
         assert!(help.contains(&format!("Usage: vds {cmd}")) && help.contains("Example:"), "{cmd}: {help}");
