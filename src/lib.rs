@@ -74,7 +74,7 @@ mod wire;
 
 pub use array::{Element, Order, Region};
 pub use dataset::{
-    CompactReport, Dataset, DatasetBuilder, Durability, MergeReport, OpenOptions, Recovery, SlotPolicy, Space, Stats, VarRef,
+    CompactReport, Dataset, DatasetBuilder, Durability, MergeReport, OpenOptions, Recovery, SlotOpener, SlotPolicy, Space, Stats, VarRef,
     VariableBuilder, VerifyReport, FILE_LOCKING_ENV,
 };
 pub use error::{Error, ErrorKind, Location, Result};

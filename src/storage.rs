@@ -22,6 +22,17 @@ pub trait Storage: Send + Sync {
     /// # Errors
     /// Any I/O error, or `UnexpectedEof`.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    /// Fills each buffer from its offset, as [`Storage::read_at`] does for
+    /// each in turn (the default). A store where each read waits on a
+    /// network (as `vds-remote`'s) fetches them at once instead, merging
+    /// neighbouring ranges; libvds calls it for batches of index pages.
+    ///
+    /// # Errors
+    /// As [`Storage::read_at`] for any of the reads; the buffers' contents
+    /// are then unspecified.
+    fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> io::Result<()> {
+        reads.iter_mut().try_for_each(|(offset, buf)| self.read_at(*offset, buf))
+    }
     /// Writes all of `data` at `offset`, growing the store if needed.
     ///
     /// # Errors
