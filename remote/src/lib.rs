@@ -5,11 +5,20 @@
 //! [`open`] takes an `http://`, `https://` or `s3://` URL and returns a
 //! read-only [`vds::Dataset`]; everything else is the library's ordinary API.
 //!
+//! `examples/open.rs`:
+//!
 //! ```no_run
+//! //! Opens a container by URL and reads one time slice of it.
 //! use vds::{Order, Region};
-//! let ds = vds_remote::open("s3://survey-bucket/volumes/survey.vds")?;
-//! let slice: Vec<f32> = ds.read_vec("amplitude", &Region::new(&[0, 0, 30], &[100, 80, 1])?, Order::C)?;
-//! # Ok::<(), vds::Error>(())
+//!
+//! fn main() -> vds::Result<()> {
+//!     let url = std::env::args().nth(1).unwrap_or_else(|| "s3://survey-bucket/2026/survey.vds".into());
+//!     let ds = vds_remote::open(&url)?;
+//!     let shape = ds.variable("amplitude")?.shape().to_vec();
+//!     let slice: Vec<f32> = ds.read_vec("amplitude", &Region::new(&[0, 0, shape[2] / 2], &[shape[0], shape[1], 1])?, Order::C)?;
+//!     println!("{url}: {} values in the middle time slice", slice.len());
+//!     Ok(())
+//! }
 //! ```
 //!
 //! # Round trips

@@ -26,3 +26,17 @@ fn every_layer_kind_reads_the_same_over_http() {
     assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
     assert!(e.to_string().contains(&missing), "{e}");
 }
+
+/// The crate docs' example is examples/open.rs verbatim (which `cargo test` builds).
+#[test]
+fn the_crate_docs_example_is_examples_open_rs() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let docs: String = std::fs::read_to_string(format!("{root}/src/lib.rs"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .map(|l| format!("{}\n", l.strip_prefix(' ').unwrap_or(l)))
+        .collect();
+    let example = std::fs::read_to_string(format!("{root}/examples/open.rs")).unwrap();
+    assert!(docs.contains(&format!("```no_run\n{example}```")), "copy examples/open.rs into the crate docs of src/lib.rs");
+}
