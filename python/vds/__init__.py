@@ -61,7 +61,9 @@ _MODES = {"r": False, "r+": True}
 
 
 def open(path, mode="r", *, sync=True, memory_limit=None, cache_size=None, allow_external_paths=False):  # noqa: A001
-    """Opens the container at ``path``.
+    """Opens the container at ``path``: a file, or an ``http://``, ``https://``
+    or ``s3://`` URL read in place with range requests (read-only; S3 settings
+    from the ``AWS_*`` environment variables, such as ``AWS_ENDPOINT_URL``).
 
     ``mode``: ``"r"`` (read-only, any number of readers) or ``"r+"`` (read
     and write; takes the file's writer lock, so a second writer gets
