@@ -709,6 +709,10 @@ pub struct Dataset {
     slot_opener: Option<Arc<SlotOpener>>,
 }
 
+/// Stored bytes of a region read announced to the storage at a time
+/// ([`Storage::will_read`]).
+const READ_AHEAD: u64 = 32 << 20;
+
 /// The default of [`Dataset::set_cache_size`]: 64 MiB.
 pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
 
@@ -1212,14 +1216,58 @@ impl Dataset {
             stored.iter().filter(|(_, _, e)| matches!(e, Entry::Stored { slot, offset, length, crc, .. } if !cache.contains(&chunk_id(var, *slot, *offset, *length, *crc)))).count()
         };
         let workers = if !parallel || uncached * var.chunk_elems * esize < PARALLEL_MIN_BYTES { 1 } else { cores().min(uncached) };
-        if workers < 2 {
-            for (coords, plan, e) in &stored {
-                let data = self.chunk_data(var, coords, *e)?;
-                copy_block(&plan.spans, esize, &data, plan.src0, out, plan.dst0);
+        // In windows of at most READ_AHEAD stored bytes, each announced to
+        // its storage first (Storage::will_read), so that a store over a
+        // network fetches a window's chunks at once.
+        let mut from = 0;
+        while from < stored.len() {
+            let mut to = from;
+            let mut bytes = 0u64;
+            while to < stored.len() && (to == from || bytes < READ_AHEAD) {
+                if let Entry::Stored { length, .. } = stored[to].2 {
+                    bytes += u64::from(length);
+                }
+                to += 1;
             }
-            return Ok(());
+            let window = &stored[from..to];
+            self.announce_reads(var, window);
+            if workers < 2 {
+                for (coords, plan, e) in window {
+                    let data = self.chunk_data(var, coords, *e)?;
+                    copy_block(&plan.spans, esize, &data, plan.src0, out, plan.dst0);
+                }
+            } else {
+                self.decode_parallel(var, window, workers.min(window.len()), |plan, data| {
+                    copy_block(&plan.spans, esize, data, plan.src0, out, plan.dst0)
+                })?;
+            }
+            from = to;
         }
-        self.decode_parallel(var, &stored, workers, |plan, data| copy_block(&plan.spans, esize, data, plan.src0, out, plan.dst0))
+        Ok(())
+    }
+
+    /// Tells the storage of each slot which of `stored`'s chunks, not in
+    /// the cache, are about to be read.
+    fn announce_reads(&self, var: &Variable, stored: &[(Vec<u64>, ChunkPlan, Entry)]) {
+        let mut by_slot: BTreeMap<u16, Vec<(u64, u64)>> = BTreeMap::new();
+        {
+            let cache = self.cache_lock();
+            for (_, _, e) in stored {
+                if let Entry::Stored { slot, offset, length, crc, .. } = *e {
+                    if !cache.contains(&chunk_id(var, slot, offset, length, crc)) {
+                        by_slot.entry(slot).or_default().push((offset, u64::from(length)));
+                    }
+                }
+            }
+        }
+        for (slot, ranges) in by_slot {
+            // A slot that cannot be opened is reported by the read that needs it.
+            if ranges.len() > 1 && usize::from(slot) <= self.desc.slots.len() {
+                if let Ok(storage) = self.slot_storage(slot) {
+                    storage.will_read(&ranges);
+                }
+            }
+        }
     }
 
     /// Reads an uncompressed chunk straight into the caller's buffer when the
@@ -2233,6 +2281,9 @@ impl Storage for BodyPrefix {
             return Ok(());
         }
         self.inner.read_many(&mut rest)
+    }
+    fn will_read(&self, ranges: &[(u64, u64)]) {
+        self.inner.will_read(ranges);
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
         self.inner.write_at(offset, data)

@@ -33,6 +33,14 @@ pub trait Storage: Send + Sync {
     fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> io::Result<()> {
         reads.iter_mut().try_for_each(|(offset, buf)| self.read_at(*offset, buf))
     }
+    /// Says that the byte ranges `(offset, length)` are about to be read,
+    /// each by one [`Storage::read_at`]. The default does nothing; a store
+    /// where each read waits on a network (as `vds-remote`'s) fetches them
+    /// at once and serves those reads from memory. libvds announces the
+    /// stored chunks a region read needs, up to 32 MiB at a time.
+    fn will_read(&self, ranges: &[(u64, u64)]) {
+        let _ = ranges;
+    }
     /// Writes all of `data` at `offset`, growing the store if needed.
     ///
     /// # Errors

@@ -27,8 +27,11 @@
 //! and, in a small or cloud-optimized container, the index) and its last
 //! 256 KiB (where a commit leaves the root and the upper pages of the index)
 //! with two concurrent range requests, one round trip; later reads of those
-//! bytes are served from memory. Every other read is one range request;
-//! the dataset's own caches keep index pages and decoded chunks.
+//! bytes are served from memory. Then the index above the leaves is read,
+//! one merged request per level. A region read announces its chunks
+//! (`Storage::will_read`), which are fetched [`CONCURRENCY`] requests at a
+//! time, neighbours merged; the dataset's own caches keep index pages and
+//! decoded chunks.
 //! [`RemoteStorage::stats`] counts the requests.
 //!
 //! # Consistency
@@ -90,6 +93,9 @@ pub const CONCURRENCY: usize = 16;
 /// Reads of a batch closer than this are fetched as one range (the bytes
 /// between them are fetched and dropped).
 pub const MERGE_GAP: u64 = 16 << 10;
+/// The longest range merged reads make, so that a large batch still goes
+/// out as concurrent requests (a single connection rarely fills a link).
+pub const MERGE_MAX: u64 = 8 << 20;
 
 /// Whether `path` is a URL this crate opens (`http://`, `https://`, `s3://`).
 pub fn is_url(path: &str) -> bool {
@@ -157,7 +163,13 @@ pub struct RemoteStorage {
     requests: AtomicU64,
     round_trips: AtomicU64,
     bytes: AtomicU64,
+    /// Ranges fetched ahead of their reads (Storage::will_read), by offset;
+    /// each is dropped when read.
+    ahead: std::sync::Mutex<std::collections::BTreeMap<u64, Vec<u8>>>,
 }
+
+/// The most bytes fetched ahead of their reads that a storage holds.
+pub const READ_AHEAD_MAX: u64 = 256 << 20;
 
 impl std::fmt::Debug for RemoteStorage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -312,6 +324,7 @@ impl RemoteStorage {
             requests,
             round_trips: AtomicU64::new(1),
             bytes: AtomicU64::new(bytes),
+            ahead: std::sync::Mutex::default(),
         })
     }
 
@@ -365,7 +378,37 @@ impl Storage for RemoteStorage {
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        {
+            let mut ahead = self.ahead.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(bytes) = ahead.get(&offset).filter(|b| b.len() == buf.len()) {
+                buf.copy_from_slice(bytes);
+                ahead.remove(&offset);
+                return Ok(());
+            }
+        }
         self.read_many(&mut [(offset, buf)])
+    }
+
+    fn will_read(&self, ranges: &[(u64, u64)]) {
+        let held: u64 = self.ahead.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().map(|b| b.len() as u64).sum();
+        let mut budget = READ_AHEAD_MAX.saturating_sub(held);
+        let mut bufs: Vec<(u64, Vec<u8>)> = Vec::new();
+        for &(offset, len) in ranges {
+            let in_memory = offset.saturating_add(len) <= self.head.len() as u64 || offset >= self.tail_at;
+            if in_memory || len > budget || offset.checked_add(len).is_none_or(|end| end > self.meta.size) {
+                continue;
+            }
+            budget -= len;
+            bufs.push((offset, vec![0u8; len as usize]));
+        }
+        if bufs.len() < 2 {
+            return;
+        }
+        let mut reads: Vec<(u64, &mut [u8])> = bufs.iter_mut().map(|(o, b)| (*o, b.as_mut_slice())).collect();
+        // A failure here is met again, and reported, by the read itself.
+        if self.read_many(&mut reads).is_ok() {
+            self.ahead.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(bufs);
+        }
     }
 
     fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> io::Result<()> {
@@ -392,7 +435,9 @@ impl Storage for RemoteStorage {
         for &(offset, i) in &wanted {
             let end = offset + reads[i].1.len() as u64;
             match ranges.last_mut() {
-                Some(last) if offset <= last.end.saturating_add(MERGE_GAP) => last.end = last.end.max(end),
+                Some(last) if offset <= last.end.saturating_add(MERGE_GAP) && end.max(last.end) - last.start <= MERGE_MAX => {
+                    last.end = last.end.max(end);
+                }
                 _ => ranges.push(offset..end),
             }
         }

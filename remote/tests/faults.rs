@@ -138,3 +138,18 @@ fn round_trips_to_open_and_to_read_one_chunk() {
         assert!(round_trips <= 2, "chunk at ({y}, {x}): {round_trips} round trips");
     }
 }
+
+/// A region read announces its chunks, which are fetched together:
+/// reading all 64 chunks of a container takes a few requests, not 64.
+#[test]
+fn a_region_read_fetches_its_chunks_together() {
+    let (server, _dir, path) = served("together");
+    let local = read_all(&Dataset::open(&path).unwrap()).unwrap();
+    let storage = Arc::new(RemoteStorage::open(&server.url("f.vds")).unwrap());
+    let ds = vds_remote::open_storage(&storage, &vds::OpenOptions::new()).unwrap();
+    let open = storage.stats();
+    assert!(read_all(&ds).unwrap() == local, "values differ");
+    let read = storage.stats();
+    let (requests, round_trips) = (read.requests - open.requests, read.round_trips - open.round_trips);
+    assert!(requests <= 4 && round_trips <= 3, "reading 64 chunks took {requests} requests in {round_trips} round trips");
+}
