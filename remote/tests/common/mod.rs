@@ -263,15 +263,17 @@ pub enum Fault {
     Delay(Duration),
 }
 
-type Objects = std::collections::HashMap<String, (Vec<u8>, u64)>;
+type Objects = std::collections::HashMap<String, (std::sync::Arc<Vec<u8>>, u64)>;
 
 /// A small HTTP/1.1 server on loopback that answers range GETs (with ETag,
 /// Content-Range and If-Match) for objects held in memory, and fails
 /// requests as told: the faults queued with [`FaultServer::inject`] apply
-/// to the next requests, one each.
+/// to the next requests, one each; [`FaultServer::set_latency`] delays
+/// every answer.
 pub struct FaultServer {
     pub port: u16,
     objects: std::sync::Arc<std::sync::Mutex<Objects>>,
+    latency: std::sync::Arc<std::sync::Mutex<Duration>>,
     faults: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Fault>>>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     pub requests: std::sync::Arc<std::sync::atomic::AtomicU64>,
@@ -284,10 +286,11 @@ impl FaultServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let objects: Arc<Mutex<Objects>> = Arc::default();
+        let latency: Arc<Mutex<Duration>> = Arc::default();
         let faults: Arc<Mutex<std::collections::VecDeque<Fault>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let requests = Arc::new(AtomicU64::new(0));
-        let (o, f, s, r) = (objects.clone(), faults.clone(), stop.clone(), requests.clone());
+        let (o, l, f, s, r) = (objects.clone(), latency.clone(), faults.clone(), stop.clone(), requests.clone());
         let thread = std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if s.load(std::sync::atomic::Ordering::SeqCst) {
@@ -295,17 +298,23 @@ impl FaultServer {
                 }
                 let Ok(conn) = conn else { continue };
                 let (o, f, r) = (o.clone(), f.clone(), r.clone());
-                std::thread::spawn(move || serve(conn, &o, &f, &r));
+                let delay = *l.lock().unwrap();
+                std::thread::spawn(move || serve(conn, &o, &f, &r, delay));
             }
         });
-        FaultServer { port, objects, faults, stop, requests, thread: Some(thread) }
+        FaultServer { port, objects, latency, faults, stop, requests, thread: Some(thread) }
+    }
+
+    /// Delays every answer by `latency` (a round trip to a distant server).
+    pub fn set_latency(&self, latency: Duration) {
+        *self.latency.lock().unwrap() = latency;
     }
 
     /// Serves `bytes` at `/name`, replacing (with a new ETag) what was there.
     pub fn put(&self, name: &str, bytes: Vec<u8>) {
         let mut objects = self.objects.lock().unwrap();
         let version = objects.get(name).map_or(1, |(_, v)| v + 1);
-        objects.insert(name.to_string(), (bytes, version));
+        objects.insert(name.to_string(), (std::sync::Arc::new(bytes), version));
     }
 
     pub fn url(&self, name: &str) -> String {
@@ -336,6 +345,7 @@ fn serve(
     objects: &std::sync::Mutex<Objects>,
     faults: &std::sync::Mutex<std::collections::VecDeque<Fault>>,
     requests: &std::sync::atomic::AtomicU64,
+    latency: Duration,
 ) {
     use std::io::{Read, Write};
     let mut head = Vec::new();
@@ -347,6 +357,7 @@ fn serve(
         }
     }
     requests.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    std::thread::sleep(latency);
     let text = String::from_utf8_lossy(&head).to_string();
     let mut lines = text.split("\r\n");
     let target = lines.next().unwrap_or("").split(' ').nth(1).unwrap_or("/").trim_start_matches('/').to_string();
