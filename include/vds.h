@@ -772,7 +772,9 @@ vds_status vds_builder_create(const struct vds_builder *b,
  * `flags` is `VDS_OPEN_READ` or `VDS_OPEN_WRITE`, or-ed with any of
  * `VDS_OPEN_NO_SYNC`, `VDS_OPEN_ALLOW_EXTERNAL_PATHS` and `VDS_OPEN_NO_LOCK`.
  * Only regular files open: a FIFO or a device is refused (`VDS_ERR_IO`)
- * without blocking.
+ * without blocking. `path` is a file path: the C library has no network
+ * client, so an `http://`, `https://` or `s3://` URL is not opened here
+ * (the `vds` tool and the `vds-remote` Rust crate read such containers).
  *
  * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_INVALID_ARGUMENT`
  * (unknown flags), `VDS_ERR_NOT_FOUND`, `VDS_ERR_IO`, `VDS_ERR_CORRUPT`,

@@ -72,8 +72,12 @@ pub enum SlotPolicy {
     ByVariable(Vec<u16>),
 }
 
+/// Opens the storage of an external-file slot, given the slot's name: see
+/// [`OpenOptions::slot_storage`].
+pub type SlotOpener = dyn Fn(&str) -> std::io::Result<Arc<dyn Storage>> + Send + Sync;
+
 /// Options for opening an existing container.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct OpenOptions {
     write: bool,
     durability: Durability,
@@ -81,6 +85,23 @@ pub struct OpenOptions {
     allow_external_paths: bool,
     cache_size: Option<u64>,
     file_locking: bool,
+    slot_opener: Option<Arc<SlotOpener>>,
+    index_prefetch: u32,
+}
+
+impl std::fmt::Debug for OpenOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenOptions")
+            .field("write", &self.write)
+            .field("durability", &self.durability)
+            .field("memory_limit", &self.memory_limit)
+            .field("allow_external_paths", &self.allow_external_paths)
+            .field("cache_size", &self.cache_size)
+            .field("file_locking", &self.file_locking)
+            .field("slot_opener", &self.slot_opener.is_some())
+            .field("index_prefetch", &self.index_prefetch)
+            .finish()
+    }
 }
 
 impl Default for OpenOptions {
@@ -92,6 +113,8 @@ impl Default for OpenOptions {
             allow_external_paths: false,
             cache_size: None,
             file_locking: true,
+            slot_opener: None,
+            index_prefetch: 0,
         }
     }
 }
@@ -139,12 +162,41 @@ impl OpenOptions {
         self.file_locking = on;
         self
     }
+    /// How a dataset opened with [`OpenOptions::open_storage`] reaches its
+    /// external-file slots: `open` gets a slot's name as the descriptor
+    /// gives it and returns its storage (read-only datasets only read it).
+    /// Unless [`OpenOptions::allow_external_paths`] is set, `open` is only
+    /// called with confined relative names (no `..`, no leading `/`), so it
+    /// may join them onto the container's location, as the remote reader
+    /// joins them onto the container's URL. Each slot's file is still
+    /// checked against the id and length the descriptor records.
+    pub fn slot_storage(&mut self, open: Arc<SlotOpener>) -> &mut OpenOptions {
+        self.slot_opener = Some(open);
+        self
+    }
+    /// Reads the upper levels of the chunk index (every page but the leaves)
+    /// when a read-only dataset opens, level by level, each level in one
+    /// [`Storage::read_many`] call, as long as the pages read stay within
+    /// `pages` (0, the default, reads none; the page cache holds 1024).
+    /// Then finding a chunk reads one index page, its leaf. For storage
+    /// where each read is a round trip over a network (`vds-remote` asks
+    /// for 512): a commit writes the upper pages of the index it rewrites
+    /// together, at its end, so one level usually takes one request. A
+    /// damaged page is not reported here but by the read that needs it.
+    pub fn index_prefetch(&mut self, pages: u32) -> &mut OpenOptions {
+        self.index_prefetch = pages;
+        self
+    }
     fn apply(&self, mut ds: Dataset) -> Dataset {
         if let Some(c) = self.cache_size {
             ds.set_cache_size(c);
         }
         ds.memory_limit = self.limit();
         ds.allow_external_paths = self.allow_external_paths;
+        ds.slot_opener.clone_from(&self.slot_opener);
+        if self.index_prefetch > 0 && !ds.writable {
+            ds.reader.prefetch_branches(&*ds.storage, ds.commit.root, self.index_prefetch as usize);
+        }
         ds
     }
     /// Opens the container at `path`.
@@ -167,7 +219,8 @@ impl OpenOptions {
             .map_err(|e| e.context(path.display()))
     }
     /// Opens a container held by any [`Storage`] (e.g. [`crate::MemoryStorage`]).
-    /// External-file slots are not available on such a dataset.
+    /// External-file slots are available on such a dataset only through
+    /// [`OpenOptions::slot_storage`].
     ///
     /// # Errors
     /// As [`OpenOptions::open`], except `Locked`.
@@ -670,7 +723,14 @@ pub struct Dataset {
     /// A reader's in-memory copy of the file's first body bytes, if any
     /// (also behind `storage`).
     prefix: Option<Arc<BodyPrefix>>,
+    /// Opens external-file slots of a dataset with no path (see
+    /// [`OpenOptions::slot_storage`]).
+    slot_opener: Option<Arc<SlotOpener>>,
 }
+
+/// Stored bytes of a region read announced to the storage at a time
+/// ([`Storage::will_read`]).
+const READ_AHEAD: u64 = 32 << 20;
 
 /// The default of [`Dataset::set_cache_size`]: 64 MiB.
 pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
@@ -800,6 +860,7 @@ impl Dataset {
             dedup: None,
             fragment: None,
             prefix: None,
+            slot_opener: None,
         }
     }
 
@@ -1181,14 +1242,58 @@ impl Dataset {
             stored.iter().filter(|(_, _, e)| matches!(e, Entry::Stored { slot, offset, length, crc, .. } if !cache.contains(&chunk_id(var, *slot, *offset, *length, *crc)))).count()
         };
         let workers = if !parallel || uncached * var.chunk_elems * esize < PARALLEL_MIN_BYTES { 1 } else { cores().min(uncached) };
-        if workers < 2 {
-            for (coords, plan, e) in &stored {
-                let data = self.chunk_data(var, coords, *e)?;
-                copy_block(&plan.spans, esize, &data, plan.src0, out, plan.dst0);
+        // In windows of at most READ_AHEAD stored bytes, each announced to
+        // its storage first (Storage::will_read), so that a store over a
+        // network fetches a window's chunks at once.
+        let mut from = 0;
+        while from < stored.len() {
+            let mut to = from;
+            let mut bytes = 0u64;
+            while to < stored.len() && (to == from || bytes < READ_AHEAD) {
+                if let Entry::Stored { length, .. } = stored[to].2 {
+                    bytes += u64::from(length);
+                }
+                to += 1;
             }
-            return Ok(());
+            let window = &stored[from..to];
+            self.announce_reads(var, window);
+            if workers < 2 {
+                for (coords, plan, e) in window {
+                    let data = self.chunk_data(var, coords, *e)?;
+                    copy_block(&plan.spans, esize, &data, plan.src0, out, plan.dst0);
+                }
+            } else {
+                self.decode_parallel(var, window, workers.min(window.len()), |plan, data| {
+                    copy_block(&plan.spans, esize, data, plan.src0, out, plan.dst0)
+                })?;
+            }
+            from = to;
         }
-        self.decode_parallel(var, &stored, workers, |plan, data| copy_block(&plan.spans, esize, data, plan.src0, out, plan.dst0))
+        Ok(())
+    }
+
+    /// Tells the storage of each slot which of `stored`'s chunks, not in
+    /// the cache, are about to be read.
+    fn announce_reads(&self, var: &Variable, stored: &[(Vec<u64>, ChunkPlan, Entry)]) {
+        let mut by_slot: BTreeMap<u16, Vec<(u64, u64)>> = BTreeMap::new();
+        {
+            let cache = self.cache_lock();
+            for (_, _, e) in stored {
+                if let Entry::Stored { slot, offset, length, crc, .. } = *e {
+                    if !cache.contains(&chunk_id(var, slot, offset, length, crc)) {
+                        by_slot.entry(slot).or_default().push((offset, u64::from(length)));
+                    }
+                }
+            }
+        }
+        for (slot, ranges) in by_slot {
+            // A slot that cannot be opened is reported by the read that needs it.
+            if ranges.len() > 1 && usize::from(slot) <= self.desc.slots.len() {
+                if let Ok(storage) = self.slot_storage(slot) {
+                    storage.will_read(&ranges);
+                }
+            }
+        }
     }
 
     /// Reads an uncompressed chunk straight into the caller's buffer when the
@@ -1596,6 +1701,18 @@ impl Dataset {
             return Ok(s.clone());
         }
         let name = &self.desc.slots[i].name;
+        if let (None, Some(open)) = (&self.path, &self.slot_opener) {
+            if !self.allow_external_paths {
+                check_slot_name(name).map_err(|e| {
+                    Error::corrupt(format!("external file slot {slot}"), 0, 0, format!("{e}; open with allow_external_paths to follow it"))
+                })?;
+            }
+            let what = format!("external file slot {slot} ({name})");
+            let s = open(name).map_err(|e| Error::io(format!("opening {what}"), e))?;
+            self.check_slot_identity(i, &*s, &what)?;
+            *entry = Some(s.clone());
+            return Ok(s);
+        }
         let dir = self.path.as_deref().and_then(Path::parent).ok_or_else(|| invalid("external-file slots need a container on disk"))?;
         let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
         let p = dir.join(name);
@@ -1615,8 +1732,8 @@ impl Dataset {
         }
         let file = open_regular(&p, FsOpenOptions::new().read(true).write(self.writable))
             .map_err(|e| Error::io(format!("opening external file slot {slot} ({})", p.display()), e))?;
-        self.check_slot_identity(i, &file, &format!("external file slot {slot} ({})", p.display()))?;
         let s: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
+        self.check_slot_identity(i, &*s, &format!("external file slot {slot} ({})", p.display()))?;
         *entry = Some(s.clone());
         Ok(s)
     }
@@ -2184,6 +2301,25 @@ impl Storage for BodyPrefix {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         let served = offset >= self.from && self.bypass.load(std::sync::atomic::Ordering::Relaxed) == 0;
         read_through(if served { &self.bytes } else { &[] }, offset, buf, &*self.inner)
+    }
+    fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> std::io::Result<()> {
+        // Serve what the prefix holds; pass the rest on as one batch.
+        let bypass = self.bypass.load(std::sync::atomic::Ordering::Relaxed) != 0;
+        let mut rest = Vec::new();
+        for (offset, buf) in reads.iter_mut() {
+            let start = usize::try_from(*offset).unwrap_or(usize::MAX);
+            match start.checked_add(buf.len()).and_then(|end| self.bytes.get(start..end)).filter(|_| *offset >= self.from && !bypass) {
+                Some(src) => buf.copy_from_slice(src),
+                None => rest.push((*offset, &mut **buf)),
+            }
+        }
+        if rest.is_empty() {
+            return Ok(());
+        }
+        self.inner.read_many(&mut rest)
+    }
+    fn will_read(&self, ranges: &[(u64, u64)]) {
+        self.inner.will_read(ranges);
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
         self.inner.write_at(offset, data)

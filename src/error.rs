@@ -72,7 +72,7 @@ struct Inner {
 
 impl Error {
     /// Makes an error of the given kind with a message that says what was wrong.
-    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
         Error(Box::new(Inner { kind, message: message.into(), location: None, source: None }))
     }
 
@@ -85,8 +85,11 @@ impl Error {
         Error(Box::new(Inner { kind: ErrorKind::Corrupt, message, location: Some(Location { object, slot, offset }), source: None }))
     }
 
-    /// An I/O error with what was being done when it happened.
-    pub(crate) fn io(context: impl Into<String>, err: std::io::Error) -> Error {
+    /// An I/O error with what was being done when it happened; its kind is
+    /// `NotFound`, `AlreadyExists` or `OutOfMemory` for those I/O kinds and
+    /// `Io` otherwise. For crates that open containers on storage of their
+    /// own, as `vds-remote` does over HTTP and S3.
+    pub fn io(context: impl Into<String>, err: std::io::Error) -> Error {
         let kind = match err.kind() {
             std::io::ErrorKind::NotFound => ErrorKind::NotFound,
             std::io::ErrorKind::AlreadyExists => ErrorKind::AlreadyExists,
@@ -112,8 +115,10 @@ impl Error {
         &self.0.message
     }
 
-    /// Prefixes the message with context (e.g. the path of the file), keeping kind and location.
-    pub(crate) fn context(mut self, what: impl fmt::Display) -> Error {
+    /// Prefixes the message with context (e.g. the path or URL of the file),
+    /// keeping kind and location.
+    #[must_use]
+    pub fn context(mut self, what: impl fmt::Display) -> Error {
         self.0.message = format!("{what}: {}", self.0.message);
         self
     }

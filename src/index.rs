@@ -298,6 +298,49 @@ impl PageReader {
         Ok(page)
     }
 
+    /// Reads and caches the branch pages of the tree (all but the leaves),
+    /// level by level, each level in one [`Storage::read_many`], stopping
+    /// before a level that would take the total past `budget` pages. Pages
+    /// that fail to read or decode are left out: the lookup that needs one
+    /// reads it again and reports the failure.
+    pub(crate) fn prefetch_branches(&self, storage: &dyn Storage, root: Option<Root>, budget: usize) {
+        let Some(root) = root else { return };
+        let ps = self.page_size as usize;
+        let mut level = root.level;
+        let mut refs = vec![ChildRef { key: Key { layer: 0, coords: [0; 8] }, offset: root.offset, crc: root.crc }];
+        let mut taken = 0;
+        // Levels strictly decrease, so this ends; the budget bounds the work.
+        while level > 0 && !refs.is_empty() && taken + refs.len() <= budget.min(CACHE_PAGES) {
+            taken += refs.len();
+            let cached =
+                |r: &ChildRef| self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains_key(&(r.offset, r.crc, level));
+            let wanted: Vec<ChildRef> = refs
+                .iter()
+                .filter(|r| !cached(r) && r.offset.checked_add(ps as u64).is_some_and(|end| end <= self.limit))
+                .copied()
+                .collect();
+            let mut bufs = vec![0u8; wanted.len() * ps];
+            let mut reads: Vec<(u64, &mut [u8])> = wanted.iter().map(|r| r.offset).zip(bufs.chunks_mut(ps)).collect();
+            if storage.read_many(&mut reads).is_ok() {
+                let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                for (r, buf) in wanted.iter().zip(bufs.chunks(ps)) {
+                    if let Ok(page) = decode_page(buf, r.offset, level, Some(r.crc)) {
+                        cache.insert((r.offset, r.crc, level), Arc::new(page));
+                    }
+                }
+            }
+            let cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut next = Vec::new();
+            for r in &refs {
+                if let Some(Page::Branch(children)) = cache.get(&(r.offset, r.crc, level)).map(|p| &**p) {
+                    next.extend_from_slice(children);
+                }
+            }
+            refs = next;
+            level -= 1;
+        }
+    }
+
     /// Finds the entry for `key`, reading at most `root.level + 1` pages.
     pub(crate) fn lookup(&self, storage: &dyn Storage, root: Option<Root>, key: &Key) -> Result<Option<Entry>> {
         let Some(root) = root else { return Ok(None) };

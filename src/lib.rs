@@ -74,8 +74,8 @@ mod wire;
 
 pub use array::{Element, Order, Region};
 pub use dataset::{
-    default_chunk_shape, CompactReport, Dataset, DatasetBuilder, Durability, Layout, MergeReport, OpenOptions, Recovery, SlotPolicy, Space,
-    Stats, VarRef, VariableBuilder, VerifyReport, COMPACT_LIMIT, DEFAULT_CHUNK_BYTES, FILE_LOCKING_ENV,
+    default_chunk_shape, CompactReport, Dataset, DatasetBuilder, Durability, Layout, MergeReport, OpenOptions, Recovery, SlotOpener,
+    SlotPolicy, Space, Stats, VarRef, VariableBuilder, VerifyReport, COMPACT_LIMIT, DEFAULT_CHUNK_BYTES, FILE_LOCKING_ENV,
 };
 pub use error::{Error, ErrorKind, Location, Result};
 /// The JSON library of attribute values, re-exported so that callers use the same version.

@@ -22,6 +22,25 @@ pub trait Storage: Send + Sync {
     /// # Errors
     /// Any I/O error, or `UnexpectedEof`.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    /// Fills each buffer from its offset, as [`Storage::read_at`] does for
+    /// each in turn (the default). A store where each read waits on a
+    /// network (as `vds-remote`'s) fetches them at once instead, merging
+    /// neighbouring ranges; libvds calls it for batches of index pages.
+    ///
+    /// # Errors
+    /// As [`Storage::read_at`] for any of the reads; the buffers' contents
+    /// are then unspecified.
+    fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> io::Result<()> {
+        reads.iter_mut().try_for_each(|(offset, buf)| self.read_at(*offset, buf))
+    }
+    /// Says that the byte ranges `(offset, length)` are about to be read,
+    /// each by one [`Storage::read_at`]. The default does nothing; a store
+    /// where each read waits on a network (as `vds-remote`'s) fetches them
+    /// at once and serves those reads from memory. libvds announces the
+    /// stored chunks a region read needs, up to 32 MiB at a time.
+    fn will_read(&self, ranges: &[(u64, u64)]) {
+        let _ = ranges;
+    }
     /// Writes all of `data` at `offset`, growing the store if needed.
     ///
     /// # Errors

@@ -331,7 +331,7 @@ fn opening_and_reading_one_chunk_reads_a_few_pages_whatever_the_chunk_count() {
         let values: Vec<u32> = (0..n as u32).collect();
         ds.write("v", &Region::full(&[n]).unwrap(), Order::C, &values).unwrap();
         ds.commit().unwrap();
-        let counting = CountingStorage { inner: mem, reads: Default::default() };
+        let counting = CountingStorage { inner: mem, ..Default::default() };
         let ds = vds::OpenOptions::new().open_storage(std::sync::Arc::new(counting.clone())).unwrap();
         let at_open = counting.reads.load(Ordering::Relaxed);
         let v: Vec<u32> = ds.read_vec("v", &Region::new(&[n - 1], &[1]).unwrap(), Order::C).unwrap();
@@ -346,6 +346,36 @@ fn opening_and_reading_one_chunk_reads_a_few_pages_whatever_the_chunk_count() {
     let (small, mid, large) = (reads_per_size[0].1, reads_per_size[1].1, reads_per_size[2].1);
     assert_eq!(small, 1, "{reads_per_size:?}");
     assert!(large <= mid + 1 && large <= 6, "{reads_per_size:?}");
+}
+
+/// With `index_prefetch`, opening reads the index above the leaves one
+/// level per `read_many` batch; finding a chunk then reads its leaf only.
+#[test]
+fn index_prefetch_reads_the_upper_index_in_one_batch_per_level() {
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    let n = 300_000u64;
+    let mem = vds::MemoryStorage::new();
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("x", n))
+        .variable(VariableBuilder::new("v", DType::UInt32, &["x"]).chunk(&[1]))
+        .create_in(Arc::new(mem.clone()))
+        .unwrap();
+    let values: Vec<u32> = (0..n as u32).collect();
+    ds.write("v", &Region::full(&[n]).unwrap(), Order::C, &values).unwrap();
+    ds.commit().unwrap();
+    let counted = Arc::new(CountingStorage { inner: mem, ..Default::default() });
+    let ds = vds::OpenOptions::new().index_prefetch(512).open_storage(counted.clone()).unwrap();
+    let (single, batches) = (counted.reads.load(Ordering::Relaxed), counted.batches.load(Ordering::Relaxed));
+    // The head; then the root and the level below it (300000 entries: two levels above the leaves).
+    assert!(single <= 3 && batches == 2, "opening: {single} reads and {batches} batches");
+    for i in [0, n / 3, n - 1] {
+        let before = counted.reads.load(Ordering::Relaxed);
+        let v: Vec<u32> = ds.read_vec("v", &Region::new(&[i], &[1]).unwrap(), Order::C).unwrap();
+        assert_eq!(v, vec![i as u32]);
+        // One read, of the leaf (none when it lies in the first 64 KiB, read with the head).
+        assert!(counted.reads.load(Ordering::Relaxed) - before <= 1, "finding chunk {i} read more than its leaf");
+    }
 }
 
 #[test]

@@ -166,7 +166,7 @@ fn chunks_sharing_bytes_but_not_type_do_not_share_the_cache() {
 fn verify_reads_and_decodes_a_shared_chunk_once() {
     let dir = Scratch::new("dedup-verify");
     let (path, _) = repeating(true, &dir, "v.vds", Codec::deflate(1));
-    let counting = CountingStorage { inner: vds::MemoryStorage::from_bytes(&std::fs::read(&path).unwrap()), reads: Default::default() };
+    let counting = CountingStorage { inner: vds::MemoryStorage::from_bytes(&std::fs::read(&path).unwrap()), ..Default::default() };
     let ds = vds::OpenOptions::new().open_storage(std::sync::Arc::new(counting.clone())).unwrap();
     let before = counting.reads.load(std::sync::atomic::Ordering::Relaxed);
     let report = ds.verify().unwrap();

@@ -221,3 +221,41 @@ fn full_read(ds: &Dataset) -> (Vec<f32>, Vec<i32>) {
     let full = Region::full(&[40, 30]).unwrap();
     (ds.read_vec("a", &full, Order::C).unwrap(), ds.read_vec("b", &full, Order::C).unwrap())
 }
+
+/// A container held by a `Storage` other than a file reaches its slots
+/// through `OpenOptions::slot_storage`: called with confined names only
+/// (unless external paths are allowed), and each slot still checked for
+/// its id and length.
+#[test]
+fn slots_of_a_storage_opened_container_come_from_the_slot_opener() {
+    use std::sync::{Arc, Mutex};
+    use vds::{MemoryStorage, OpenOptions, Storage};
+    let dir = Scratch::new("slots-opener");
+    let (path, a, b) = create(&dir);
+    let container: Arc<dyn Storage> = Arc::new(MemoryStorage::from_bytes(&std::fs::read(&path).unwrap()));
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let opener = |asked: Arc<Mutex<Vec<String>>>, swap: bool| {
+        let dir = path.parent().unwrap().to_path_buf();
+        Arc::new(move |name: &str| {
+            asked.lock().unwrap().push(name.to_string());
+            let name = if swap && name == "s1.vdx" { "s3.vdx" } else { name };
+            let bytes = std::fs::read(dir.join(name))?;
+            Ok(Arc::new(MemoryStorage::from_bytes(&bytes)) as Arc<dyn Storage>)
+        }) as Arc<vds::SlotOpener>
+    };
+    let ds = OpenOptions::new().slot_storage(opener(asked.clone(), false)).open_storage(container.clone()).unwrap();
+    assert_eq!(full_read(&ds), (a, b));
+    let mut names = asked.lock().unwrap().clone();
+    names.sort();
+    assert_eq!(names, ["s1.vdx", "s3.vdx", "sub/s2.vdx"]);
+
+    // The opener serving the wrong file for a slot is caught by the slot's id.
+    let ds = OpenOptions::new().slot_storage(opener(Arc::default(), true)).open_storage(container.clone()).unwrap();
+    let e = ds.read_vec::<f32>("a", &Region::full(&[40, 30]).unwrap(), Order::C).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+    assert!(e.to_string().contains("external file slot 1 (s1.vdx)"), "{e}");
+
+    // Without an opener, slots are unavailable, as before.
+    let ds = OpenOptions::new().open_storage(container).unwrap();
+    assert!(ds.read_vec::<f32>("a", &Region::full(&[40, 30]).unwrap(), Order::C).is_err());
+}

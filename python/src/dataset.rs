@@ -564,7 +564,7 @@ impl Dataset {
 
 /// open(path, write=False, sync=True, memory_limit=None, cache_size=None, allow_external_paths=False) -> Dataset
 ///
-/// Opens a container (see `vds.open`).
+/// Opens a container, by path or by http://, https:// or s3:// URL (see `vds.open`).
 #[pyfunction]
 #[pyo3(signature = (path, write=false, sync=true, memory_limit=None, cache_size=None, allow_external_paths=false))]
 pub(crate) fn open(
@@ -584,7 +584,11 @@ pub(crate) fn open(
     if let Some(c) = cache_size {
         o.cache_size(c);
     }
-    let ds = py.detach(|| o.open(&path));
+    let ds = py.detach(|| match path.to_str().filter(|p| vds_remote::is_url(p)) {
+        Some(url) if write => Err(vds::Error::new(vds::ErrorKind::ReadOnly, format!("{url}: containers are opened by URL read-only"))),
+        Some(url) => vds_remote::open_with(url, &o),
+        None => o.open(&path),
+    });
     Ok(Dataset::new(lib(py, ds)?))
 }
 

@@ -65,7 +65,9 @@ _MODES = {"r": False, "r+": True}
 
 def open(path: str | os.PathLike[str], mode: str = "r", *, sync: bool = True, memory_limit: int | None = None,  # noqa: A001
          cache_size: int | None = None, allow_external_paths: bool = False) -> Dataset:
-    """Opens the container at ``path``.
+    """Opens the container at ``path``: a file, or an ``http://``, ``https://``
+    or ``s3://`` URL read in place with range requests (read-only; S3 settings
+    from the ``AWS_*`` environment variables, such as ``AWS_ENDPOINT_URL``).
 
     ``mode``: ``"r"`` (read-only, any number of readers) or ``"r+"`` (read
     and write; takes the file's writer lock, so a second writer gets

@@ -5,6 +5,7 @@
 use super::{Dataset, Durability};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::spec::{check_slot_name, SlotJson};
+use crate::storage::Storage;
 use crate::wire::{crc32, get_u32, get_u64, put_u32, put_u64};
 use serde_json::Map;
 use std::fs::{File, OpenOptions as FsOpenOptions};
@@ -94,16 +95,16 @@ impl Dataset {
     /// Checks an external file against its slot's identity, when the slot
     /// has one: the header's magic, CRC32 and id, and a length of at least
     /// what the last commit recorded. `what` names the slot in errors.
-    pub(super) fn check_slot_identity(&self, i: usize, file: &File, what: &str) -> Result<()> {
+    pub(super) fn check_slot_identity(&self, i: usize, file: &dyn Storage, what: &str) -> Result<()> {
         let slot = &self.desc.slots[i];
         let Some(id) = id_value(slot) else { return Ok(()) };
         let refuse = |why: String| Error::corrupt(what.to_string(), (i + 1) as u16, 0, why);
-        let len = file.metadata().map_err(|e| Error::io(format!("reading the length of {what}"), e))?.len();
+        let len = file.len().map_err(|e| Error::io(format!("reading the length of {what}"), e))?;
         let mut h = [0u8; SLOT_HEADER as usize];
         if len < SLOT_HEADER {
             return Err(refuse(format!("the file is {len} bytes long, too short for a slot header: truncated or not this slot's file")));
         }
-        std::os::unix::fs::FileExt::read_exact_at(file, &mut h, 0).map_err(|e| Error::io(format!("reading the header of {what}"), e))?;
+        file.read_at(0, &mut h).map_err(|e| Error::io(format!("reading the header of {what}"), e))?;
         let (found, _) = parse_slot_header(&h).map_err(refuse)?;
         if found != id {
             return Err(refuse(format!(

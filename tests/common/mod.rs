@@ -291,11 +291,13 @@ pub fn halve_i32(data: &[i32], shape: &[u64], halved: &[bool], average: bool) ->
     )
 }
 
-/// Counts the reads a storage serves.
-#[derive(Clone)]
+/// Counts the reads a storage serves, and the `read_many` batches (whose
+/// reads are not counted in `reads`).
+#[derive(Clone, Default)]
 pub struct CountingStorage {
     pub inner: vds::MemoryStorage,
     pub reads: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    pub batches: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl vds::Storage for CountingStorage {
@@ -305,6 +307,10 @@ impl vds::Storage for CountingStorage {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         self.reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.inner.read_at(offset, buf)
+    }
+    fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> std::io::Result<()> {
+        self.batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        reads.iter_mut().try_for_each(|(offset, buf)| self.inner.read_at(*offset, buf))
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
         self.inner.write_at(offset, data)

@@ -41,6 +41,9 @@ order) becomes `amplitude` [inline, crossline, (offset,) sample] or
 every trace header in `segy_trace_header`, and the textual and binary
 headers and world coordinates in the attributes.
 
+OUTPUT may be an s3:// URL: the container is made in a temporary file and
+uploaded, as by `vds copy`.
+
 Options:
   --format npy|ds|segy|raw   the input's format
   --name NAME           the variable's name (.npy and raw)
@@ -142,7 +145,10 @@ Usage: vds copy SRC.vds DST.vds [options]
 
 Copies axes, attributes and every variable. Chunks in external-file slots
 are brought into DST itself. Without options the chunking, codecs, levels
-of detail and partitionings stay.
+of detail and partitionings stay. SRC may be an http://, https:// or s3://
+URL. DST may be an s3:// URL: the copy is made in a temporary file and
+uploaded (in parts when large); readers of the object see the old one or
+the new one, never a mix.
 
 Options:
   --chunk N,N,...       new chunk shape (for variables of that many dimensions);
@@ -159,6 +165,7 @@ Options:
 
 Example:
   vds copy survey.vds rechunked.vds --chunk 64,64,64 --partitioning 1,512,512 --lods 4
+  vds copy survey.vds s3://survey-bucket/2026/survey.vds
 ",
     values: &["chunk", "codec", "lods", "lod-method", "partitioning"],
     flags: &["no-shuffle", "force", "quiet"],
@@ -384,7 +391,7 @@ pub fn import(args: &Args) -> Result<(), Fail> {
     };
     layout.check(&plan.vars.iter().map(|v| (v.name.clone(), v.shape.len())).collect::<Vec<_>>())?;
     catch_interrupts();
-    let dest = Destination::new(output, args.flag("force"))?;
+    let (dest, publish) = container_destination(output, args.flag("force"))?;
     let mut b = DatasetBuilder::new();
     for (name, samples) in &plan.axes {
         b.axis(Axis::new(name, *samples));
@@ -426,19 +433,44 @@ pub fn import(args: &Args) -> Result<(), Fail> {
     }
     out.close().map_err(at(output))?;
     progress.finish();
-    dest.finish()?;
-    summary(output, total)
+    deliver(dest, publish, output, total, &left)
 }
 
 /// The line import and copy print: what the new container holds.
-pub fn summary(output: &str, raw: u64) -> Result<(), Fail> {
+/// Where a new container is written: `output` itself (through a temporary
+/// file renamed into place), or, for an `s3://` URL, a local temporary file
+/// that [`deliver`] then uploads. Also says which.
+fn container_destination(output: &str, force: bool) -> Result<(Destination, bool), Fail> {
+    if !vds_remote::is_url(output) {
+        return Ok((Destination::new(output, force)?, false));
+    }
+    if !force && vds_remote::exists(output).map_err(at(output))? {
+        return Err(Fail::Error(format!("{output}: already exists (use --force to replace it)")));
+    }
+    let staging = std::env::temp_dir().join(format!("vds-publish-{}.vds", std::process::id()));
+    Ok((Destination::new(&staging.display().to_string(), true)?, true))
+}
+
+/// Puts the finished container in place (renamed, or uploaded when
+/// `publish`) and prints what it holds.
+fn deliver(dest: Destination, publish: bool, output: &str, raw: u64, left: &str) -> Result<(), Fail> {
+    if publish {
+        interrupted(left)?;
+        let sent = vds_remote::publish(dest.temp(), output).map_err(at(output))?;
+        drop(dest);
+        return summary(output, raw, sent);
+    }
+    dest.finish()?;
+    summary(output, raw, std::fs::metadata(output).map_err(at(output))?.len())
+}
+
+pub fn summary(output: &str, raw: u64, disk: u64) -> Result<(), Fail> {
     let ds = open(output)?;
     let names: Vec<String> = ds
         .variables()
         .iter()
         .map(|v| format!("{} {}[{}]", v.name(), v.dtype(), v.shape().iter().map(u64::to_string).collect::<Vec<_>>().join("x")))
         .collect();
-    let disk = std::fs::metadata(output).map_err(at(output))?.len();
     let text = format!("{output}: {} ({} of values, {} on disk)\n", names.join(", "), size(raw), size(disk));
     crate::util::out(text.as_bytes())
 }
@@ -621,10 +653,17 @@ pub fn stream_out(
     Ok(())
 }
 
-/// Opens a container for reading, naming it in any error. Its chunk cache
-/// holds a few blocks, enough for chunks that straddle block boundaries.
+/// Opens a container for reading, naming it in any error: a path, or an
+/// `http://`, `https://` or `s3://` URL read in place with range requests.
+/// Its chunk cache holds a few blocks, enough for chunks that straddle
+/// block boundaries.
 pub fn open(path: &str) -> Result<Dataset, Fail> {
-    vds::OpenOptions::new().cache_size(4 * block_budget()).open(path).map_err(at(path))
+    let mut options = vds::OpenOptions::new();
+    options.cache_size(4 * block_budget());
+    if vds_remote::is_url(path) {
+        return vds_remote::open_with(path, &options).map_err(at(path));
+    }
+    options.open(path).map_err(at(path))
 }
 
 pub fn export(args: &Args) -> Result<(), Fail> {
@@ -707,7 +746,7 @@ pub fn copy(args: &Args) -> Result<(), Fail> {
     let src = open(input)?;
     layout.check(&src.variables().iter().map(|v| (v.name().to_string(), v.shape().len())).collect::<Vec<_>>())?;
     catch_interrupts();
-    let dest = Destination::new(output, args.flag("force"))?;
+    let (dest, publish) = container_destination(output, args.flag("force"))?;
     let mut b = DatasetBuilder::new();
     for a in src.axes() {
         b.axis(Axis::new(a.name(), a.samples()).unit(a.unit_str()).coordinates(a.first(), a.last()));
@@ -750,6 +789,5 @@ pub fn copy(args: &Args) -> Result<(), Fail> {
     }
     out.close().map_err(at(output))?;
     progress.finish();
-    dest.finish()?;
-    summary(output, total)
+    deliver(dest, publish, output, total, &left)
 }

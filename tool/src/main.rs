@@ -35,6 +35,9 @@ Commands:
   copy     copy a container with new chunking or codec, in bounded memory
 
 Run `vds <command> --help` for a command's options and an example.
+info, dump, verify, slice, export and copy read a container given as a path
+or as an http://, https:// or s3:// URL (read in place with range requests;
+S3 settings from the AWS_* environment variables, as AWS_ENDPOINT_URL).
 Options: -h, --help   this text;  -V, --version   the tool's and the library's version
 ";
 

@@ -242,7 +242,7 @@ pub fn import(args: &Args, layout: &Layout) -> Result<(), Fail> {
     out.close().map_err(at(output))?;
     dest.finish()?;
     let total = bytes_of(&[g.cell_count(), ns], dtype.size() as u64)?;
-    summary(output, total)
+    summary(output, total, std::fs::metadata(output).map_err(at(output))?.len())
 }
 
 /// 64 samples along each axis, as OpenVDS's default bricks, or fewer

@@ -1,0 +1,54 @@
+"""vds.open reads a container from an S3 bucket as from a file: moto's S3
+server runs in this process on a loopback port, and the endpoint and
+credentials come from the standard AWS_* variables."""
+import os
+import socket
+
+import numpy as np
+import pytest
+
+import vds
+
+moto_server = pytest.importorskip("moto.server")
+boto3 = pytest.importorskip("boto3")
+
+ENV = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION")
+
+
+@pytest.fixture(scope="module")
+def bucket():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    saved = {k: os.environ.get(k) for k in ENV}
+    os.environ.update(dict(zip(ENV, (endpoint, "testing", "testing", "us-east-1"))))
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    client.create_bucket(Bucket="py-bucket")
+    try:
+        yield client
+    finally:
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def test_open_reads_a_container_in_a_bucket(tmp_path, bucket):
+    path = tmp_path / "r.vds"
+    data = (np.arange(40 * 30 * 20, dtype=np.float32) * 0.5).reshape(40, 30, 20)
+    spec = {"v": {"dtype": "float32", "dims": ["x", "y", "z"], "chunks": [16, 16, 8], "codec": ("deflate", 1)}}
+    with vds.create(path, axes=[("x", 40), ("y", 30), ("z", 20)], variables=spec) as ds:
+        ds["v"][...] = data
+    bucket.put_object(Bucket="py-bucket", Key="a/r.vds", Body=path.read_bytes())
+    with vds.open("s3://py-bucket/a/r.vds") as ds:
+        assert np.array_equal(ds["v"][...], data)
+        assert np.array_equal(ds["v"][3, ::2, -1], data[3, ::2, -1])
+    with pytest.raises(vds.ReadOnlyError):
+        vds.open("s3://py-bucket/a/r.vds", "r+")
+    with pytest.raises(vds.NotFoundError):
+        vds.open("s3://py-bucket/a/absent.vds")

@@ -1,0 +1,155 @@
+//! Remote reads survive transient failures and report lasting ones: a 5xx,
+//! a dropped connection or a body cut short is retried with backoff; when
+//! the retries run out, or the server is gone, the read fails with an I/O
+//! error naming the URL and the byte range; an object replaced while open
+//! is reported, never mixed with the one opened. Also counts the requests
+//! of an open and of a chunk read. The server is a small HTTP server on
+//! loopback (tests/common) that injects the faults.
+
+mod common;
+
+use common::{noise, Fault, FaultServer, TempDir};
+use std::sync::Arc;
+use std::time::Duration;
+use vds::{Axis, DType, Dataset, DatasetBuilder, ErrorKind, Order, Region, VariableBuilder};
+use vds_remote::RemoteStorage;
+
+/// Serves a container of 1 MiB of incompressible values in 64 chunks: too
+/// big for the bytes fetched at open, so reading it sends requests.
+fn served(tag: &str) -> (FaultServer, TempDir, std::path::PathBuf) {
+    let dir = TempDir::new(tag);
+    let path = dir.0.join("f.vds");
+    noise(&path, 64, 16);
+    let server = FaultServer::start();
+    server.put("f.vds", std::fs::read(&path).unwrap());
+    (server, dir, path)
+}
+
+fn read_all(ds: &Dataset) -> vds::Result<Vec<u32>> {
+    ds.read_vec("noise", &Region::full(&[64, 64, 64])?, Order::C)
+}
+
+#[test]
+fn transient_faults_are_retried() {
+    let (server, _dir, path) = served("transient");
+    let local = read_all(&Dataset::open(&path).unwrap()).unwrap();
+    let storage = Arc::new(RemoteStorage::open(&server.url("f.vds")).unwrap());
+    let ds = vds_remote::open_storage(&storage, &vds::OpenOptions::new()).unwrap();
+    let before = server.requests.load(std::sync::atomic::Ordering::SeqCst);
+    server.inject(&[Fault::Status(503), Fault::Drop, Fault::Truncate, Fault::Status(500), Fault::Delay(Duration::from_millis(200))]);
+    assert!(read_all(&ds).unwrap() == local, "values differ after retries");
+    let after = server.requests.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(after - before >= 5, "the faults were not all met: {} requests", after - before);
+}
+
+fn assert_names_url_and_range(e: &vds::Error, url: &str) {
+    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+    let text = e.to_string();
+    assert!(text.contains(url), "the error does not name {url}: {text}");
+    assert!(text.contains("bytes "), "the error does not name the byte range: {text}");
+}
+
+#[test]
+fn lasting_5xx_is_an_io_error_naming_url_and_range() {
+    let (server, _dir, _) = served("5xx");
+    let ds = vds_remote::open(&server.url("f.vds")).unwrap();
+    server.inject(&[Fault::Status(503); 200]);
+    let e = read_all(&ds).map(|v| v.len()).unwrap_err();
+    assert_names_url_and_range(&e, &server.url("f.vds"));
+}
+
+#[test]
+fn lasting_truncation_is_an_io_error_naming_url_and_range() {
+    let (server, _dir, _) = served("truncated");
+    let ds = vds_remote::open(&server.url("f.vds")).unwrap();
+    server.inject(&[Fault::Truncate; 200]);
+    let e = read_all(&ds).map(|v| v.len()).unwrap_err();
+    assert_names_url_and_range(&e, &server.url("f.vds"));
+}
+
+#[test]
+fn a_server_stopped_mid_read_is_an_io_error_naming_url_and_range() {
+    let (mut server, _dir, _) = served("stopped");
+    let url = server.url("f.vds");
+    let ds = vds_remote::open(&url).unwrap();
+    server.stop();
+    let e = read_all(&ds).map(|v| v.len()).unwrap_err();
+    assert_names_url_and_range(&e, &url);
+}
+
+#[test]
+fn an_object_replaced_while_open_is_reported() {
+    let (server, _dir, _) = served("replaced");
+    let url = server.url("f.vds");
+    let ds = vds_remote::open(&url).unwrap();
+    let bytes = {
+        let mut b = std::fs::read(_dir.0.join("f.vds")).unwrap();
+        b.push(0);
+        b
+    };
+    server.put("f.vds", bytes);
+    let e = read_all(&ds).map(|v| v.len()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+    assert!(e.to_string().contains("changed since it was opened"), "{e}");
+    // Reopened, it reads the new object.
+    assert!(read_all(&vds_remote::open(&url).unwrap()).is_ok());
+}
+
+/// A container of a million chunks (1000 x 1000 in 4 x 4 chunks of 4000 x
+/// 4000 int8; a tenth of them stored, the others constant): opening takes
+/// at most two round trips, reading one stored chunk in the middle of the
+/// index at most two more.
+#[test]
+fn round_trips_to_open_and_to_read_one_chunk() {
+    let dir = TempDir::new("million");
+    let path = dir.0.join("m.vds");
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("y", 4000))
+        .axis(Axis::new("x", 4000))
+        .variable(VariableBuilder::new("v", DType::Int8, &["y", "x"]).chunk(&[4, 4]))
+        .create(&path)
+        .unwrap();
+    let values: Vec<i8> =
+        (0..4000u64 * 4000).map(|i| if i / 4000 < 400 { (i.wrapping_mul(2_654_435_761) >> 13) as i8 } else { 1 }).collect();
+    ds.write("v", &Region::full(&[4000, 4000]).unwrap(), Order::C, &values).unwrap();
+    ds.close().unwrap();
+    let server = FaultServer::start();
+    server.put("m.vds", std::fs::read(&path).unwrap());
+
+    let storage = Arc::new(RemoteStorage::open(&server.url("m.vds")).unwrap());
+    let ds = vds_remote::open_storage(&storage, &vds::OpenOptions::new()).unwrap();
+    let open = storage.stats();
+    eprintln!(
+        "million-chunk container ({} bytes): open {} requests in {} round trips ({} bytes)",
+        std::fs::metadata(&path).unwrap().len(),
+        open.requests,
+        open.round_trips,
+        open.bytes
+    );
+    assert!(open.round_trips <= 2, "{open:?}");
+    // Chunks spread over the stored ones, each in a part of the index not read before.
+    for (y, x) in [(204, 2000), (20, 3000), (396, 3996), (300, 8), (120, 1500)] {
+        let before = storage.stats();
+        let chunk: Vec<i8> = ds.read_vec("v", &Region::new(&[y, x], &[4, 4]).unwrap(), Order::C).unwrap();
+        assert_eq!(chunk[5], values[(y as usize + 1) * 4000 + x as usize + 1]);
+        let after = storage.stats();
+        let (requests, round_trips) = (after.requests - before.requests, after.round_trips - before.round_trips);
+        eprintln!("  chunk at ({y}, {x}): {requests} requests in {round_trips} round trips ({} bytes)", after.bytes - before.bytes);
+        assert!(round_trips <= 2, "chunk at ({y}, {x}): {round_trips} round trips");
+    }
+}
+
+/// A region read announces its chunks, which are fetched together:
+/// reading all 64 chunks of a container takes a few requests, not 64.
+#[test]
+fn a_region_read_fetches_its_chunks_together() {
+    let (server, _dir, path) = served("together");
+    let local = read_all(&Dataset::open(&path).unwrap()).unwrap();
+    let storage = Arc::new(RemoteStorage::open(&server.url("f.vds")).unwrap());
+    let ds = vds_remote::open_storage(&storage, &vds::OpenOptions::new()).unwrap();
+    let open = storage.stats();
+    assert!(read_all(&ds).unwrap() == local, "values differ");
+    let read = storage.stats();
+    let (requests, round_trips) = (read.requests - open.requests, read.round_trips - open.round_trips);
+    assert!(requests <= 4 && round_trips <= 3, "reading 64 chunks took {requests} requests in {round_trips} round trips");
+}
