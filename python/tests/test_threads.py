@@ -80,10 +80,12 @@ def test_reads_release_the_gil(tmp_path, rng):
     # interpreter's switch interval).
     import time
 
-    ref = rng.standard_normal((128, 128, 128)).astype(np.float32)
-    with vds.create(tmp_path / "g.vds", axes=[("i", 128), ("j", 128), ("k", 128)],
-                    variables={"v": {"dtype": "float32", "dims": ["i", "j", "k"], "chunks": [32, 32, 32],
-                                     "codec": ("deflate", 9)}}) as ds:
+    # 64 MiB in 64^3 deflate chunks: each whole read decodes for tens of
+    # milliseconds even on a fast, idle machine.
+    ref = rng.standard_normal((256, 256, 256)).astype(np.float32)
+    with vds.create(tmp_path / "g.vds", axes=[("i", 256), ("j", 256), ("k", 256)],
+                    variables={"v": {"dtype": "float32", "dims": ["i", "j", "k"], "chunks": [64, 64, 64],
+                                     "codec": ("deflate", 1)}}) as ds:
         ds["v"][...] = ref
     ds = vds.open(tmp_path / "g.vds", cache_size=0)
     v = ds["v"]
