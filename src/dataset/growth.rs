@@ -3,7 +3,9 @@
 //! chunks on the old edge of a grown one cleaned so that the new samples
 //! read as the fill value.
 
-use super::{chunk_key, fill_chunk, prepare, Dataset, VarRef};
+use super::plan::{chunk_key, fill_chunk};
+use super::write::prepare;
+use super::{Dataset, VarRef};
 use crate::array::{as_bytes, Element, Order, Region};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::index::{Entry, Key};

@@ -1,6 +1,9 @@
 //! Checking, repairing and compacting a container (SPEC.md section 7.7).
 
-use super::{check_constant, read_slots, Dataset, Prepared, Snapshot};
+use super::open::{find_head, read_descriptor, read_slots, Snapshot};
+use super::read::check_constant;
+use super::write::Prepared;
+use super::Dataset;
 use crate::commit::{body_start, slot_offset, slot_size, CommitSlot};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::index::{Entry, Key, PageReader};
@@ -153,8 +156,7 @@ impl Dataset {
         let previous_commit =
             read_slots(storage, c.head_len)?.into_iter().filter_map(std::result::Result::ok).map(|s| s.sequence).find(|&s| s != c.sequence);
         // The descriptor may have been damaged since it was read at open.
-        if let Err(e) = super::read_descriptor(storage, c, self.line1, storage.len().map_err(|e| Error::io("reading the file length", e))?)
-        {
+        if let Err(e) = read_descriptor(storage, c, self.line1, storage.len().map_err(|e| Error::io("reading the file length", e))?) {
             note(e);
         }
         // A fresh reader, so that nothing comes from the cache.
@@ -301,7 +303,7 @@ impl Dataset {
         let file = super::locking::open_rw_locked(path, true)?;
         let storage: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
         let file_len = storage.len().map_err(|e| Error::io("reading the file length", e))?;
-        let (line1, head_len, _) = super::find_head(&*storage, file_len)?;
+        let (line1, head_len, _) = find_head(&*storage, file_len)?;
         let mut slots: Vec<CommitSlot> = read_slots(&*storage, head_len)?.into_iter().filter_map(std::result::Result::ok).collect();
         slots.sort_by_key(|s| std::cmp::Reverse(s.sequence));
         let Some(newest) = slots.first().cloned() else {

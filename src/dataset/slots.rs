@@ -5,11 +5,12 @@
 use super::{Dataset, Durability};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::spec::{check_slot_name, SlotJson};
-use crate::storage::Storage;
+use crate::storage::{open_regular, FileStorage, Storage};
 use crate::wire::{crc32, get_u32, get_u64, put_u32, put_u64};
 use serde_json::Map;
 use std::fs::{File, OpenOptions as FsOpenOptions};
 use std::path::Path;
+use std::sync::Arc;
 
 /// Length of the header of a slot file with an identity; its chunks follow.
 pub(crate) const SLOT_HEADER: u64 = 32;
@@ -163,5 +164,56 @@ impl Dataset {
         self.slot_ends.push(Some(len));
         self.desc_dirty = true;
         Ok(self.desc.slots.len() as u16)
+    }
+}
+
+impl Dataset {
+    /// The storage of file slot `slot` (0 = the container).
+    pub(super) fn slot_storage(&self, slot: u16) -> Result<Arc<dyn Storage>> {
+        if slot == 0 {
+            return Ok(self.storage.clone());
+        }
+        let i = usize::from(slot) - 1;
+        let mut files = self.slot_files.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let entry = files.get_mut(i).ok_or_else(|| Error::new(ErrorKind::NotFound, format!("external file slot {slot} does not exist")))?;
+        if let Some(s) = entry {
+            return Ok(s.clone());
+        }
+        let name = &self.desc.slots[i].name;
+        if let (None, Some(open)) = (&self.path, &self.slot_opener) {
+            if !self.allow_external_paths {
+                check_slot_name(name).map_err(|e| {
+                    Error::corrupt(format!("external file slot {slot}"), 0, 0, format!("{e}; open with allow_external_paths to follow it"))
+                })?;
+            }
+            let what = format!("external file slot {slot} ({name})");
+            let s = open(name).map_err(|e| Error::io(format!("opening {what}"), e))?;
+            self.check_slot_identity(i, &*s, &what)?;
+            *entry = Some(s.clone());
+            return Ok(s);
+        }
+        let dir = self.path.as_deref().and_then(Path::parent).ok_or_else(|| invalid("external-file slots need a container on disk"))?;
+        let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+        let p = dir.join(name);
+        if !self.allow_external_paths {
+            // The name comes from the file: it must stay inside the container's
+            // directory, lexically and after resolving symbolic links.
+            let refuse = |why: String| Error::corrupt(format!("external file slot {slot}"), 0, 0, why);
+            check_slot_name(name).map_err(|e| refuse(format!("{e}; open with allow_external_paths to follow it")))?;
+            let real_dir = dir.canonicalize().map_err(|e| Error::io(format!("resolving {}", dir.display()), e))?;
+            let real = p.canonicalize().map_err(|e| Error::io(format!("opening external file slot {slot} ({})", p.display()), e))?;
+            if !real.starts_with(&real_dir) {
+                return Err(refuse(format!(
+                    "slot name {name:?} resolves to {}, outside the container's directory; open with allow_external_paths to follow it",
+                    real.display()
+                )));
+            }
+        }
+        let file = open_regular(&p, FsOpenOptions::new().read(true).write(self.writable))
+            .map_err(|e| Error::io(format!("opening external file slot {slot} ({})", p.display()), e))?;
+        let s: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
+        self.check_slot_identity(i, &*s, &format!("external file slot {slot} ({})", p.display()))?;
+        *entry = Some(s.clone());
+        Ok(s)
     }
 }

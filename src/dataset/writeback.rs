@@ -6,7 +6,9 @@
 //! count them in place), and whenever the buffer would outgrow its bound;
 //! rollback discards them.
 
-use super::{cores, pipeline, prepare, Dataset, PARALLEL_MIN_BYTES};
+use super::plan::{cores, pipeline, PARALLEL_MIN_BYTES};
+use super::write::prepare;
+use super::Dataset;
 use crate::error::Result;
 use crate::index::Key;
 use crate::spec::Variable;

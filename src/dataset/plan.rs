@@ -1,0 +1,191 @@
+//! How a region meets the chunk grid: chunk keys, the part of a region
+//! each chunk holds (its plan), the valid part of edge chunks, and the
+//! pipeline that spreads codec work over the cores.
+
+use crate::array::{fill_block, strides, Order, Region, Span};
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::Key;
+use crate::spec::Variable;
+use crate::wire::{self};
+
+pub(super) fn chunk_key(var: &Variable, coords: &[u64]) -> Key {
+    let mut c = [0u32; 8];
+    for (d, &x) in coords.iter().enumerate() {
+        // Chunk coordinates are below the grid extent, which validation keeps under 2^32.
+        c[d] = x as u32;
+    }
+    Key { layer: Key::layer_of(var.index) | u32::from(var.layer_id), coords: c }
+}
+
+/// The spans of a chunk's valid part (inside the variable's extent, margins
+/// included), for the chunk in memory, and the element where it starts.
+pub(super) fn valid_part(var: &Variable, coords: &[u64]) -> (Vec<Span>, usize) {
+    let cdims: Vec<usize> = var.stored_chunk().iter().map(|&c| c as usize).collect();
+    let cst = strides(&cdims, Order::C);
+    let [mn, mp] = var.margin;
+    let mut first = 0;
+    let spans = (0..coords.len())
+        .map(|d| {
+            let box_start = (coords[d] * var.chunk[d]).saturating_sub(mn);
+            let box_end = (coords[d] * var.chunk[d] + var.chunk[d] + mp).min(var.shape[d]);
+            first += (box_start + mn - coords[d] * var.chunk[d]) as usize * cst[d];
+            Span { count: (box_end - box_start) as usize, src: cst[d], dst: 0 }
+        })
+        .collect();
+    (spans, first)
+}
+
+/// Runs `work(state, i)` for every `i` in `0..n` on `workers` threads (each
+/// with its own `state` from `init`) while this thread hands each result to
+/// `take`, in completion order. At most two results per worker wait, so
+/// memory stays bounded. After the first failure of `work` or `take`, the
+/// remaining items are skipped and that failure is returned.
+pub(super) fn pipeline<S, T: Send>(
+    n: usize,
+    workers: usize,
+    init: impl Fn() -> S + Sync,
+    work: impl Fn(&mut S, usize) -> Result<T> + Sync,
+    mut take: impl FnMut(usize, T) -> Result<()>,
+) -> Result<()> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Result<T>)>(2 * workers);
+        let mut threads = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            let tx = tx.clone();
+            let (next, stop, init, work) = (&next, &stop, &init, &work);
+            threads.push(s.spawn(move || {
+                let mut state = init();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n || stop.load(Ordering::Relaxed) || tx.send((i, work(&mut state, i))).is_err() {
+                        return;
+                    }
+                }
+            }));
+        }
+        drop(tx);
+        let mut first_error = None;
+        for (i, r) in rx {
+            if first_error.is_some() {
+                continue; // drain, so that no worker blocks on a full channel
+            }
+            if let Err(e) = r.and_then(|t| take(i, t)) {
+                stop.store(true, Ordering::Relaxed);
+                first_error = Some(e);
+            }
+        }
+        // Joined one by one: a join returns once the thread has exited (its
+        // thread-locals freed), where the scope's own wait ends earlier. A
+        // worker that panicked never sent its item, so that is an error.
+        for t in threads {
+            if t.join().is_err() && first_error.is_none() {
+                first_error = Some(Error::new(ErrorKind::Internal, "a worker thread panicked"));
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    })
+}
+
+/// Sets every element of a chunk buffer to `value` (one element, native order).
+pub(super) fn fill_chunk(var: &Variable, value: &[u8], buf: &mut [u8]) {
+    fill_block(&[Span { count: var.chunk_elems, src: 0, dst: 1 }], &value[..var.esize()], buf, 0);
+}
+
+/// The number of cores to spread codec work over (asked once: on Linux the
+/// answer takes a dozen system calls).
+pub(super) fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get))
+}
+
+/// Below this many bytes of chunks to decode, one thread does it all.
+pub(super) const PARALLEL_MIN_BYTES: usize = 1 << 20;
+
+/// How one chunk and a region meet.
+#[derive(Clone)]
+pub(super) struct ChunkPlan {
+    /// Per axis: count, stride in the chunk (`src`), stride in the caller's buffer (`dst`).
+    pub(super) spans: Vec<Span>,
+    /// Element offset of the first selected element in the chunk.
+    pub(super) src0: usize,
+    /// Element offset of that element in the caller's buffer.
+    pub(super) dst0: usize,
+    /// Whether the region covers every valid element of the chunk.
+    pub(super) covers_chunk: bool,
+}
+
+impl ChunkPlan {
+    pub(super) fn dst_spans(&self) -> Vec<Span> {
+        self.spans.iter().map(|s| Span { count: s.count, src: 0, dst: s.dst }).collect()
+    }
+}
+
+/// Calls `f` for every chunk that holds at least one element of `region`:
+/// in its own box when reading (`padded` false), or anywhere in the box
+/// its margins extend (`padded` true, for writes, which must reach every
+/// copy of a sample). Chunk-local positions count from the start of the
+/// margin.
+pub(super) fn for_each_chunk(
+    var: &Variable,
+    region: &Region,
+    order: Order,
+    padded: bool,
+    mut f: impl FnMut(&[u64], &ChunkPlan) -> Result<()>,
+) -> Result<()> {
+    let n = var.shape.len();
+    let (start, shape, step) = (region.start(), region.shape(), region.step());
+    let [mn, mp] = var.margin;
+    let (ext_lo, ext_hi) = if padded { (mn, mp) } else { (0, 0) };
+    // Sizes below are bounded by the chunk size (<= 256 MiB) or the caller's buffer, so they fit usize.
+    let cdims: Vec<usize> = var.stored_chunk().iter().map(|&c| c as usize).collect();
+    let cst = strides(&cdims, Order::C);
+    let bdims: Vec<usize> = shape.iter().map(|&s| s as usize).collect();
+    let bst = strides(&bdims, order);
+    let lo: Vec<u64> = (0..n).map(|d| start[d].saturating_sub(ext_hi) / var.chunk[d]).collect();
+    let hi: Vec<u64> = (0..n).map(|d| ((start[d] + (shape[d] - 1) * step[d] + ext_lo) / var.chunk[d]).min(var.grid[d] - 1)).collect();
+    let mut coords = lo.clone();
+    let mut spans = vec![Span { count: 0, src: 0, dst: 0 }; n];
+    'chunks: loop {
+        let (mut src0, mut dst0, mut covers) = (0usize, 0usize, true);
+        let mut empty = false;
+        for d in 0..n {
+            // The box this chunk serves, within the extent, and where its stored copy starts.
+            let origin = (coords[d] * var.chunk[d]) as i128 - mn as i128;
+            let c0 = (coords[d] * var.chunk[d]).saturating_sub(ext_lo);
+            let c_end = (coords[d] * var.chunk[d] + var.chunk[d] + ext_hi).min(var.shape[d]); // exclusive
+                                                                                              // First and last region index i whose sample start + i*step lies in [c0, c_end).
+            let i_lo = if c0 <= start[d] { 0 } else { wire::div_ceil(c0 - start[d], step[d]) };
+            let i_hi = ((c_end - 1).saturating_sub(start[d]) / step[d]).min(shape[d] - 1);
+            if c_end <= start[d] || i_lo > i_hi {
+                empty = true;
+                break;
+            }
+            let count = i_hi - i_lo + 1;
+            let first = start[d] + i_lo * step[d];
+            spans[d] = Span { count: count as usize, src: step[d] as usize * cst[d], dst: bst[d] };
+            src0 += (first as i128 - origin) as usize * cst[d];
+            dst0 += i_lo as usize * bst[d];
+            covers &= step[d] == 1 && first == c0 && count == c_end - c0;
+        }
+        if !empty {
+            f(&coords, &ChunkPlan { spans: spans.clone(), src0, dst0, covers_chunk: covers })?;
+        }
+        // Next chunk, last axis fastest.
+        let mut d = n;
+        loop {
+            if d == 0 {
+                break 'chunks;
+            }
+            d -= 1;
+            if coords[d] < hi[d] {
+                coords[d] += 1;
+                break;
+            }
+            coords[d] = lo[d];
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,292 @@
+//! The write path: a region cut into chunks; chunks it covers gathered and
+//! encoded on several cores, partly covered ones read, updated and held
+//! until the commit; each chunk reduced to a constant entry or encoded and
+//! appended to the file slot the slot policy chooses.
+
+use super::plan::{chunk_key, cores, fill_chunk, for_each_chunk, pipeline, valid_part, ChunkPlan, PARALLEL_MIN_BYTES};
+use super::{quant, Dataset, SlotPolicy, VarRef};
+use crate::array::{as_bytes, block_is_constant, copy_block, Element, Order, Region, Span};
+use crate::codec;
+use crate::error::{invalid, Error, ErrorKind, Result};
+use crate::index::Entry;
+use crate::spec::{DType, Variable};
+use crate::wire::{self};
+
+impl Dataset {
+    /// Writes a region of a variable from `data`, laid out in `order`.
+    ///
+    /// Chunks the region covers completely are replaced; partly covered
+    /// chunks are read, updated and rewritten. Chunks whose values all equal
+    /// one value are kept as index entries only. The writes become durable
+    /// and visible to other handles at the next [`Dataset::commit`].
+    ///
+    /// # Errors
+    /// As [`Dataset::read`], and `ReadOnly`, `Poisoned`, `Io`.
+    pub fn write<T: Element>(&mut self, var: impl VarRef, region: &Region, order: Order, data: &[T]) -> Result<()> {
+        let v = var.index_in(self)?;
+        self.check_type(v, T::DTYPE)?;
+        self.write_as(v, region, order, as_bytes(data), T::DTYPE)
+    }
+
+    /// [`Dataset::write`] on raw bytes: `data` holds the region's elements in
+    /// native byte order (one byte per bool, any non-zero byte is true).
+    ///
+    /// # Errors
+    /// As [`Dataset::write`], without `TypeMismatch`.
+    pub fn write_bytes(&mut self, var: impl VarRef, region: &Region, order: Order, data: &[u8]) -> Result<()> {
+        let v = var.index_in(self)?;
+        self.write_as(v, region, order, data, self.vars[v].dtype)
+    }
+
+    /// Writes level 0 of variable `v` from `data`, holding elements of
+    /// `as_type`: the variable's type (quantized if the variable is), or a
+    /// quantized variable's storage type.
+    pub(crate) fn write_as(&mut self, v: usize, region: &Region, order: Order, data: &[u8], as_type: DType) -> Result<()> {
+        self.write_masked_as(v, region, order, data, as_type, None)
+    }
+
+    /// Writes a region and, for a variable with a missing-value mask, its
+    /// mask: `missing` (one byte per element, non-zero = missing, in the
+    /// same order), or all present when `None`.
+    pub(crate) fn write_masked_as(
+        &mut self,
+        v: usize,
+        region: &Region,
+        order: Order,
+        data: &[u8],
+        as_type: DType,
+        missing: Option<&[u8]>,
+    ) -> Result<()> {
+        self.check_writable()?;
+        if self.fragment.is_some() && self.vars[v].margin != [0, 0] {
+            // Margins copy neighbours' samples: writers of adjacent regions would collide.
+            return Err(invalid(format!(
+                "variable {:?} has margins: write it in the container, not through a fragment",
+                self.vars[v].name
+            )));
+        }
+        if let Some(m) = missing {
+            let Some(mask) = self.vars[v].masks.first() else {
+                return Err(invalid(format!("variable {:?} keeps no missing-value mask", self.vars[v].name)));
+            };
+            // Checked before anything is written.
+            self.check_request_as(mask, 1, region, m.len())?;
+        }
+        // Noted first, so that even a write that fails halfway is carried
+        // into the other layers by the next commit.
+        self.mark_dirty(v, region);
+        let layer = self.vars[v].layers[0].clone();
+        let (dtype, quant) = (self.vars[v].dtype, self.vars[v].quant);
+        match quant {
+            Some(q) if as_type != q.storage => {
+                let n = self.check_request_as(&layer, dtype.size(), region, data.len())?;
+                let mut ints = Vec::new();
+                self.reserve(&mut ints, n * layer.esize(), "the quantized integers of a region")?;
+                quant::to_integers(&q, dtype, data, &mut ints);
+                self.write_layer(&layer, region, order, &ints)?;
+            }
+            _ => self.write_layer(&layer, region, order, data)?,
+        }
+        // The mask after the values, whose write checks the region and buffer first.
+        if let Some(mask) = self.vars[v].masks.first().cloned() {
+            let n = wire::to_usize(region.check_within(&mask.shape, &format!("variable {:?}", mask.name))?, "region element count")?;
+            let mut present = Vec::new();
+            let bits: &[u8] = match missing {
+                Some(m) => m,
+                None => {
+                    self.reserve(&mut present, n, "a missing-value mask")?;
+                    &present
+                }
+            };
+            self.write_layer(&mask, region, order, bits)?;
+        }
+        Ok(())
+    }
+
+    /// Writes a region of one stored layer.
+    pub(super) fn write_layer(&mut self, var: &Variable, region: &Region, order: Order, data: &[u8]) -> Result<()> {
+        if self.check_request(var, region, data.len())? == 0 {
+            return Ok(());
+        }
+        let esize = var.esize();
+        let what = format!("a chunk of variable {:?}", var.name);
+        let mut buf = Vec::new();
+        self.reserve(&mut buf, var.chunk_elems * esize, &what)?;
+        // Chunks the region covers entirely need no old contents: they are
+        // gathered and encoded on several cores. The others are read,
+        // updated and rewritten here, one by one.
+        let mut full: Vec<(Vec<u64>, ChunkPlan)> = Vec::new();
+        // Partly covered chunks are held (SPEC.md 7.1): a later write to the
+        // same chunk updates it in memory, and the commit stores it once.
+        let result = for_each_chunk(var, region, order, true, |coords, plan| {
+            let key = chunk_key(var, coords);
+            if plan.covers_chunk {
+                self.unhold(&key);
+                full.push((coords.to_vec(), plan.clone()));
+                return Ok(());
+            }
+            if let Some(h) = self.held.get_mut(&key) {
+                gather(var, plan, data, &mut h.data);
+                return Ok(());
+            }
+            self.load_chunk(var, coords, &mut buf)?;
+            gather(var, plan, data, &mut buf);
+            let mut next = Vec::new();
+            if buf.len() <= self.held_limit {
+                // The next chunk needs a buffer of its own.
+                self.reserve(&mut next, var.chunk_elems * esize, &what)?;
+            }
+            match self.hold(key, var, coords, std::mem::replace(&mut buf, next))? {
+                None => {}
+                Some(unheld) => {
+                    buf = unheld;
+                    let entry = self.store_prepared(var, prepare(var, coords, &buf))?;
+                    self.pending.insert(key, Some(entry));
+                }
+            }
+            Ok(())
+        })
+        .and_then(|()| {
+            let workers = if full.len() * var.chunk_elems * esize < PARALLEL_MIN_BYTES { 1 } else { cores().min(full.len()) };
+            if workers < 2 {
+                for (coords, plan) in &full {
+                    fill_chunk(var, &var.fill, &mut buf);
+                    gather(var, plan, data, &mut buf);
+                    let entry = self.store_prepared(var, prepare(var, coords, &buf))?;
+                    self.pending.insert(chunk_key(var, coords), Some(entry));
+                }
+                return Ok(());
+            }
+            // Each worker holds one chunk buffer.
+            if (workers * var.chunk_elems * esize) as u64 > self.memory_limit {
+                return Err(Error::new(ErrorKind::OutOfMemory, format!("{workers} buffers for {what} exceed the memory limit")));
+            }
+            self.encode_parallel(var, &full, data, workers)
+        });
+        if let Err(e) = &result {
+            if e.kind() == ErrorKind::Io {
+                self.poisoned = true;
+            }
+        }
+        result
+    }
+
+    /// Gathers and encodes fully covered chunks on `workers` threads while
+    /// this thread appends them to the file. At most two encoded chunks per
+    /// worker wait to be written.
+    fn encode_parallel(&mut self, var: &Variable, full: &[(Vec<u64>, ChunkPlan)], data: &[u8], workers: usize) -> Result<()> {
+        pipeline(
+            full.len(),
+            workers,
+            || vec![0u8; var.chunk_elems * var.esize()],
+            |buf, i| {
+                let (coords, plan) = &full[i];
+                // The region covers the chunk's valid part, so only a chunk
+                // that reaches beyond the variable's extent needs its fill.
+                let (valid, _) = valid_part(var, coords);
+                if valid.iter().map(|s| s.count).product::<usize>() != var.chunk_elems {
+                    fill_chunk(var, &var.fill, buf);
+                }
+                gather(var, plan, data, buf);
+                Ok(prepare(var, coords, buf))
+            },
+            |i, prepared| {
+                let entry = self.store_prepared(var, prepared)?;
+                self.pending.insert(chunk_key(var, &full[i].0), Some(entry));
+                Ok(())
+            },
+        )
+    }
+
+    /// Writes a prepared chunk's bytes (if any) and returns its index entry.
+    /// A chunk whose stored bytes equal those of a chunk already in the file
+    /// (same XXH64, length, codec and CRC32, then compared byte for byte)
+    /// shares them instead.
+    pub(super) fn store_prepared(&mut self, var: &Variable, prepared: Prepared) -> Result<Entry> {
+        let (codec_byte, bytes, crc, hash) = match prepared {
+            Prepared::Entry(e) => return Ok(e),
+            Prepared::Bytes { codec, bytes, crc, hash } => (codec, bytes, crc, hash),
+        };
+        let length = bytes.len() as u32;
+        if let Some(e) = self.find_duplicate(codec_byte, &bytes, crc, hash)? {
+            return Ok(e);
+        }
+        let slot = self.next_slot(var.index);
+        let storage = self.slot_storage(slot)?;
+        let offset = if slot == 0 {
+            self.end
+        } else {
+            let i = usize::from(slot) - 1;
+            match self.slot_ends[i] {
+                Some(e) => e,
+                None => storage.len().map_err(|e| Error::io(format!("reading the length of external file slot {slot}"), e))?,
+            }
+        };
+        let end = wire::add(offset, u64::from(length), "file length")?;
+        storage.write_at(offset, &bytes).map_err(|e| Error::io(format!("writing a chunk of variable {:?}", var.name), e))?;
+        if slot == 0 {
+            self.end = end;
+        } else {
+            self.slot_ends[usize::from(slot) - 1] = Some(end);
+        }
+        // Files that do not announce chunk hashes keep the field 0 (SPEC.md 5.5).
+        let entry = Entry::Stored { codec: codec_byte, slot, offset, length, crc, hash: if self.records_hashes() { hash } else { 0 } };
+        if let Some(map) = &mut self.dedup {
+            map.entry((hash, length, codec_byte)).or_insert(entry);
+        }
+        Ok(entry)
+    }
+
+    /// The slot the next stored chunk goes to, by the slot policy.
+    fn next_slot(&mut self, var: usize) -> u16 {
+        match &self.policy {
+            SlotPolicy::ByVariable(list) => list.get(var).copied().unwrap_or(0),
+            SlotPolicy::Fixed(s) => *s,
+            SlotPolicy::RoundRobin(list) => {
+                let s = list[self.turn % list.len()];
+                self.turn = self.turn.wrapping_add(1);
+                s
+            }
+            SlotPolicy::BySize { slots, max_bytes } => {
+                let used = |s: u16| if s == 0 { self.end } else { self.slot_ends[usize::from(s) - 1].unwrap_or(0) };
+                while self.turn + 1 < slots.len() && used(slots[self.turn]) >= *max_bytes {
+                    self.turn += 1;
+                }
+                slots[self.turn.min(slots.len() - 1)]
+            }
+        }
+    }
+}
+
+/// A chunk ready to be stored: an entry alone, or encoded bytes to write
+/// with their codec byte, CRC32 and XXH64 (computed where the chunk was encoded).
+pub(super) enum Prepared {
+    Entry(Entry),
+    Bytes { codec: u8, bytes: Vec<u8>, crc: u32, hash: u64 },
+}
+
+/// Copies the region's elements for one chunk from the caller's buffer into
+/// the chunk buffer (the reverse of a read), normalizing bools to 0 or 1.
+fn gather(var: &Variable, plan: &ChunkPlan, data: &[u8], buf: &mut [u8]) {
+    let rev: Vec<Span> = plan.spans.iter().map(|s| Span { count: s.count, src: s.dst, dst: s.src }).collect();
+    copy_block(&rev, var.esize(), data, plan.dst0, buf, plan.src0);
+    if var.dtype == DType::Bool {
+        buf.iter_mut().for_each(|b| *b = u8::from(*b != 0));
+    }
+}
+
+/// Reduces a chunk's contents to a fill or constant entry (judged on the
+/// part inside the variable's extent), or encodes it.
+pub(super) fn prepare(var: &Variable, coords: &[u64], buf: &[u8]) -> Prepared {
+    let esize = var.esize();
+    let (valid, first) = valid_part(var, coords);
+    if block_is_constant(&valid, esize, buf, first) {
+        let mut value = [0u8; 8];
+        value[..esize].copy_from_slice(&buf[first * esize..(first + 1) * esize]);
+        codec::native_to_le(&mut value[..esize], esize);
+        return Prepared::Entry(if value == var.fill { Entry::Fill } else { Entry::Constant { value } });
+    }
+    let (codec_byte, bytes) = codec::encode(var.dtype, var.codec, buf);
+    let (crc, hash) = crate::hash::crc32_xxh64(&bytes);
+    Prepared::Bytes { codec: codec_byte, bytes, crc, hash }
+}
