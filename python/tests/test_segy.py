@@ -259,3 +259,23 @@ def test_bad_input_raises(tmp_path, rng):
         vds.to_segy(out, tmp_path / "y.sgy", "nope")
     with pytest.raises(vds.NotFoundError):
         vds.to_segy(tmp_path / "nothing.vds", tmp_path / "y.sgy")
+
+
+def test_more_than_65535_samples_use_the_rev2_extended_count(tmp_path, rng):
+    """Traces longer than a trace header's 16-bit count: rev 2 with the extended count in the binary
+    header (bytes 3269-3272), which segyio reads."""
+    ns = 70_001
+    vol = rng.standard_normal((2, 3, ns)).astype(np.float32)
+    path = tmp_path / "long.vds"
+    axes = [("inline", 2), ("crossline", 3), {"name": "time", "size": ns, "unit": "ms", "first": 0.0, "last": 0.5 * (ns - 1)}]
+    with vds.create(path, axes, {"v": {"dtype": "float32", "dims": ["inline", "crossline", "time"]}}) as ds:
+        ds["v"][...] = vol
+    vds.to_segy(path, tmp_path / "long.sgy")
+    with segyio.open(str(tmp_path / "long.sgy"), iline=189, xline=193) as f:
+        assert f.bin[segyio.BinField.Samples] == 0 and f.bin[segyio.BinField.ExtSamples] == ns
+        assert f.bin[segyio.BinField.SEGYRevision] == 2 << 8 or f.bin[segyio.BinField.SEGYRevision] == 2
+        assert len(f.samples) == ns
+        np.testing.assert_array_equal(segyio.tools.cube(f), vol)
+    with vds.open(vds.from_segy(tmp_path / "long.sgy", tmp_path / "back.vds")) as ds:
+        np.testing.assert_array_equal(ds["amplitude"][...], vol)
+        np.testing.assert_allclose(ds.axes["sample"].values[[0, -1]], [0.0, 0.5 * (ns - 1)])

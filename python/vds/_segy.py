@@ -82,10 +82,14 @@ def to_segy(src: str | os.PathLike[str], path: str | os.PathLike[str], variable:
     out. ``segy_format``: the sample format code (1 IBM float, 5 IEEE float,
     ...; default: the kept one, else the variable's type's).
 
+    Traces of more than 32,767 samples make a rev 2 file with the extended
+    sample count; beyond 65,535 the 16-bit counts say 0 and the extended
+    count rules (segyio reads such files).
+
     Raises :class:`InvalidArgumentError` for a variable SEG-Y cannot hold (a
-    type no format holds, more than 4 axes, more than 65,535 samples per
-    trace), :class:`AlreadyExistsError` when ``path`` exists and
-    ``overwrite`` is false. The file appears only when complete.
+    type no format holds, more than 4 axes, format 4),
+    :class:`AlreadyExistsError` when ``path`` exists and ``overwrite`` is
+    false. The file appears only when complete.
     """
     return _vds.export_segy(os.fspath(src), os.fspath(path), variable, segy_format, bool(overwrite),
                             None if buffer_size is None else int(buffer_size))

@@ -710,7 +710,7 @@ pub fn export(src: &Dataset, v: &str, opts: &ExportOptions, w: &mut dyn Write, p
         )));
     }
     if ns > writer::MAX_WRITE_SAMPLES {
-        return Err(Error::Invalid(format!("{ns} samples per trace; SEG-Y trace headers hold at most {}", writer::MAX_WRITE_SAMPLES)));
+        return Err(Error::Invalid(format!("{ns} samples per trace; SEG-Y's extended count holds at most {}", writer::MAX_WRITE_SAMPLES)));
     }
     w.write_all(&plan.textual[..3200]).map_err(Error::Write)?;
     w.write_all(&plan.binary).map_err(Error::Write)?;
@@ -816,7 +816,7 @@ pub fn export(src: &Dataset, v: &str, opts: &ExportOptions, w: &mut dyn Write, p
                                 inline: inl,
                                 crossline: crl,
                                 offset: number(2, cell[2]),
-                                samples: ns as u16,
+                                samples: writer::short_count(ns),
                                 interval: if interval > 0.0 && interval <= 32767.0 { interval.round() as i16 } else { 0 },
                                 delay: sample_axis.first().round().clamp(-32768.0, 32767.0) as i16,
                                 xy: xy(inl, crl),
