@@ -145,7 +145,8 @@ pub(crate) fn import_segy(py: Python<'_>, path: PathBuf, dst: PathBuf, spec_json
         Ok(Err(e)) => {
             let _ = std::fs::remove_file(&temp);
             let e = match e {
-                container::Error::Segy(_) | container::Error::Cancelled => failure(py, &path, e),
+                container::Error::Cancelled => failure(py, &dst, e),
+                container::Error::Segy(_) => failure(py, &path, e),
                 container::Error::Write(e) => to_py(py, Failure::Refused("Io", format!("{}: {e}", dst.display()))),
                 e => failure(py, &path, e),
             };

@@ -279,3 +279,70 @@ def test_more_than_65535_samples_use_the_rev2_extended_count(tmp_path, rng):
     with vds.open(vds.from_segy(tmp_path / "long.sgy", tmp_path / "back.vds")) as ds:
         np.testing.assert_array_equal(ds["amplitude"][...], vol)
         np.testing.assert_allclose(ds.axes["sample"].values[[0, -1]], [0.0, 0.5 * (ns - 1)])
+
+
+def big_segy(path, rng, ni=120, nx=120, ns=500):
+    """A sorted post-stack file of ni x nx traces of ns IEEE floats, written with NumPy (quicker than segyio for
+    tens of MB); the values are returned in grid order."""
+    values = rng.standard_normal((ni, nx, ns)).astype(np.float32)
+    binary = np.zeros(400, np.uint8)
+    binary[16:18] = np.frombuffer(np.array(4000, ">i2").tobytes(), np.uint8)
+    binary[20:22] = np.frombuffer(np.array(ns, ">u2").tobytes(), np.uint8)
+    binary[24:26] = np.frombuffer(np.array(5, ">i2").tobytes(), np.uint8)
+    heads = np.zeros((ni * nx, 240), np.uint8)
+    il, xl = np.meshgrid(np.arange(1, ni + 1), np.arange(1, nx + 1), indexing="ij")
+    heads[:, 188:192] = il.reshape(-1).astype(">i4").view(np.uint8).reshape(-1, 4)
+    heads[:, 192:196] = xl.reshape(-1).astype(">i4").view(np.uint8).reshape(-1, 4)
+    heads[:, 114:116] = np.frombuffer(np.array(ns, ">u2").tobytes(), np.uint8)
+    traces = np.concatenate([heads, values.reshape(-1, ns).astype(">f4").view(np.uint8)], axis=1)
+    with open(path, "wb") as f:
+        f.write(b"\x40" * 3200)
+        f.write(binary.tobytes())
+        f.write(traces.tobytes())
+    return values
+
+
+def test_conversions_release_the_gil(tmp_path, rng):
+    """While a conversion runs in one thread, another keeps running Python: the longest pause it sees is a
+    small part of the conversion's time (holding the GIL throughout would make it the whole of it)."""
+    import threading
+    import time
+
+    values = big_segy(tmp_path / "big.sgy", rng)
+    for name, run in [("from_segy", lambda: vds.from_segy(tmp_path / "big.sgy", tmp_path / "big.vds", codec=("deflate", 6))),
+                      ("to_segy", lambda: vds.to_segy(tmp_path / "big.vds", tmp_path / "big2.sgy"))]:
+        worker = threading.Thread(target=run)
+        start = time.perf_counter()
+        worker.start()
+        last, longest = start, 0.0
+        while worker.is_alive():
+            now = time.perf_counter()
+            longest, last = max(longest, now - last), now
+        worker.join()
+        elapsed = time.perf_counter() - start
+        assert longest < elapsed / 3, f"{name}: Python paused {longest:.3f} s of {elapsed:.3f} s"
+    with vds.open(tmp_path / "big.vds") as ds:
+        np.testing.assert_array_equal(ds["amplitude"][...], values)
+    assert (tmp_path / "big2.sgy").read_bytes() == (tmp_path / "big.sgy").read_bytes()
+
+
+def test_ctrl_c_stops_a_conversion_and_leaves_nothing(tmp_path, rng):
+    """SIGINT during from_segy (in a child process) raises KeyboardInterrupt and leaves no container."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    big_segy(tmp_path / "big.sgy", rng, ni=200, nx=200)
+    script = ("import sys, vds\nprint('go', flush=True)\n"
+              "try:\n    vds.from_segy(sys.argv[1], sys.argv[2], codec=('deflate', 9))\n"
+              "except KeyboardInterrupt as e:\n    print('interrupted', e, flush=True)\n    sys.exit(3)\n")
+    child = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "big.sgy"), str(tmp_path / "big.vds")],
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "go"
+    time.sleep(0.3)
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=120)
+    assert child.returncode == 3, out
+    assert "big.vds was not written" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.sgy"]
