@@ -366,3 +366,58 @@ def test_errors_are_exceptions(seismic, tmp_path):
     assert json.loads(json.dumps(ovds_describe(str(tmp_path / "odd3.ovds"))["axes"])) == [[6, "c", "", 0.0, 5.0],
                                                                                           [5, "b", "", 0.0, 4.0],
                                                                                           [4, "a", "", 0.0, 3.0]]
+
+
+def test_four_dimensional_prestack_volume(tmp_path, rng):
+    """Gathers: (Sample, Offset, Crossline, Inline) in OpenVDS, [Inline, Crossline, Offset, Sample] here."""
+    ns, no, nx, ni = 40, 5, 6, 7
+    amplitude = rng.standard_normal((ni, nx, no, ns)).astype(np.float32)
+    headers = rng.integers(0, 256, (ni, nx, no, 240), dtype=np.uint8)
+    channels = [CD(CD.Format.Format_R32, CD.Components.Components_1, "Amplitude", "", -4.0, 4.0),
+                CD(CD.Format.Format_U8, CD.Components.Components_1, "SEGYTraceHeader", "", 0.0, 255.0,
+                   openvds.VolumeDataMapping.PerTrace, 240, CD.Flags.DiscreteData, 1.0, 0.0)]
+    axes = [(ns, "Sample", "ms", 0.0, 4.0 * (ns - 1)), (no, "Offset", "m", 100.0, 500.0), (nx, "Crossline", "", 1.0, 6.0),
+            (ni, "Inline", "", 1.0, 7.0)]
+    path = str(tmp_path / "gathers.ovds")
+    ovds_create(path, axes, channels, [amplitude, headers])
+    out = vds.from_openvds(path, tmp_path / "gathers.vds")
+    with vds.open(out) as ds:
+        assert ds["Amplitude"].dims == ("Inline", "Crossline", "Offset", "Sample")
+        assert ds["SEGYTraceHeader"].dims == ("Inline", "Crossline", "Offset", "header")
+        np.testing.assert_array_equal(ds["Amplitude"][...], ovds_read(path, 0))
+        np.testing.assert_array_equal(ds["Amplitude"][...], amplitude)
+        np.testing.assert_array_equal(ds["SEGYTraceHeader"][...], headers)
+    back = vds.to_openvds(out, str(tmp_path / "back.ovds"))
+    assert ovds_describe(back)["axes"] == ovds_describe(path)["axes"]
+    np.testing.assert_array_equal(ovds_read(back, 0), amplitude)
+    np.testing.assert_array_equal(ovds_read(back, 1), headers)
+
+
+def test_wavelet_compressed_volume_reads_as_openvds_decodes_it(tmp_path, rng):
+    """A lossy (wavelet) volume: the container holds exactly the values openvds decodes."""
+    shape = (40, 36, 50)
+    smooth = np.cumsum(rng.standard_normal(shape), axis=-1).astype(np.float32)
+    layout = LD(LD.BrickSize.BrickSize_32, 0, 0, 4, LD.LODLevels.LODLevels_None, LD.Options.Options_None)
+    axes = [openvds.VolumeDataAxisDescriptor(50, "Sample", "ms", 0.0, 196.0), openvds.VolumeDataAxisDescriptor(36, "Crossline", "", 1.0, 36.0),
+            openvds.VolumeDataAxisDescriptor(40, "Inline", "", 1.0, 40.0)]
+    channels = [CD(CD.Format.Format_R32, CD.Components.Components_1, "Amplitude", "", float(smooth.min()), float(smooth.max()))]
+    path = str(tmp_path / "wavelet.ovds")
+    handle = openvds.create(path, "", layout, axes, channels, openvds.MetadataContainer(), openvds.CompressionMethod.Wavelet, 4.0)
+    manager = openvds.getAccessManager(handle)
+    accessor = manager.createVolumeDataPageAccessor(openvds.DimensionsND.Dimensions_012, 0, 0, 8,
+                                                   openvds.VolumeDataPageAccessor.AccessMode.AccessMode_Create)
+    for chunk in range(accessor.getChunkCount()):
+        page = accessor.createPage(chunk)
+        lo, hi = page.getMinMax()
+        buf = np.array(page.getWritableBuffer(), copy=False)
+        buf[...] = smooth[lo[2]:hi[2], lo[1]:hi[1], lo[0]:hi[0]]
+        page.release()
+    accessor.commit()
+    manager.flush()
+    openvds.close(handle)
+    decoded = ovds_read(path, 0)
+    assert not np.array_equal(decoded, smooth)  # lossy indeed
+    out = vds.from_openvds(path, tmp_path / "wavelet.vds")
+    with vds.open(out) as ds:
+        np.testing.assert_array_equal(ds["Amplitude"][...], decoded)
+        assert ds.attrs["openvds"]["compression"]["method"] == "Wavelet"
