@@ -27,7 +27,7 @@ How the two models meet:
   method and every metadata item (typed; BLOBs as base64) go to the
   dataset's ``openvds`` attribute. SEG-Y metadata (``SEGY`` TextHeader,
   BinaryHeader, Endianness, DataSampleFormatCode) also becomes the ``segy``
-  attribute and the SurveyCoordinateSystem the ``survey_coordinate_system``
+  attribute (which then holds the two headers' bytes instead of the list) and the SurveyCoordinateSystem the ``survey_coordinate_system``
   attribute, as ``vds import`` writes them, so ``vds info`` shows the
   geometry and ``vds export`` writes SEG-Y with the original headers.
 - **Back to OpenVDS.** The channels are the variables that fit one layout:
@@ -244,13 +244,27 @@ def from_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, co
                             "tolerance": ovds.getCompressionTolerance(handle)},
             "metadata": [m for m in metadata if m["category"] != "LibVDS"],
         }
-        for key, value in _segy_attributes(layout, channels, variables, axes, ndim).items():
-            attrs.setdefault(key, value)
+        derived = {k: v for k, v in _segy_attributes(layout, channels, variables, axes, ndim).items() if k not in attrs}
+        attrs.update(derived)
+        # The SEG-Y headers are kept once, in the segy attribute (where vds export and vds info
+        # look), not a second time as base64 in the metadata list; to_openvds puts them back.
+        segy = attrs.get("segy") if isinstance(attrs.get("segy"), dict) else {}
+        raw = {"TextHeader": segy.get("textual_raw"), "BinaryHeader": segy.get("binary_raw")}
+        attrs["openvds"]["metadata"] = [
+            m for m in attrs["openvds"]["metadata"]
+            if not (m["category"] == "SEGY" and m["type"] == "BLOB" and isinstance(raw.get(m["name"]), str)
+                    and base64.b64decode(raw[m["name"]]).startswith(base64.b64decode(m["value"])))
+        ]
         try:
             with create(dst_s, axes, variables, attrs, overwrite=overwrite, sync=sync) as out:
                 manager = ovds.getAccessManager(handle)
                 for c, name, fmt, per_trace, count in channels:
                     _copy_channel_in(ovds, manager, out[name], c, fmt, per_trace, count, ndim, buffer_size, src_s)
+                if "segy" in derived and "Trace" in out and out["Trace"].ndim == ndim - 1:
+                    # OpenVDS marks live traces in its Trace channel: count them, block by block.
+                    live = _count_nonzero(out["Trace"], buffer_size)
+                    out.attrs["segy"] = {**derived["segy"], "traces": live,
+                                         "missing_traces": derived["segy"]["traces"] - live}
         except BaseException:
             _remove(dst_s)
             raise
@@ -293,13 +307,42 @@ def _copy_channel_in(ovds, manager, var, channel, fmt, per_trace, count, ndim, b
         var[tuple(slice(s, s + n) for s, n in zip(start, box))] = data
 
 
+def _count_nonzero(var, budget) -> int:
+    n = 0
+    for start, box in _blocks(list(var.shape), list(var.chunks), var.dtype.itemsize, budget):
+        n += int(np.count_nonzero(var[tuple(slice(a, a + b) for a, b in zip(start, box))]))
+    return n
+
+
+def _number(x: float) -> float | int:
+    """A coordinate as an integer when it is one (line numbers), else as it is."""
+    return int(x) if float(x).is_integer() else x
+
+
+def _line(axis: dict[str, Any]) -> list[float | int] | None:
+    """[first, last, step] of a line-number axis, as ``vds import`` keeps them, when they are integers."""
+    n, first, last = axis["size"], axis["first"], axis["last"]
+    step = (last - first) / (n - 1) if n > 1 else 1
+    if not all(float(v).is_integer() for v in (first, last, step)):
+        return None
+    return [int(first), int(last), int(step)]
+
+
+def _segy_text(text: bytes) -> tuple[str, str]:
+    """The textual header as lines of text, and its encoding: ASCII when it reads as printable ASCII, else EBCDIC."""
+    ascii_like = sum(32 <= b < 127 for b in text) > 0.9 * len(text)
+    decoded = text.decode("ascii", "replace") if ascii_like else text.decode("cp037", "replace")
+    lines = [decoded[k:k + 80].rstrip() for k in range(0, len(decoded), 80)]
+    return "\n".join(lines).rstrip(), "ascii" if ascii_like else "ebcdic"
+
+
 def _segy_attributes(layout, channels, variables, axes, ndim) -> dict[str, Any]:
     """The ``segy`` and ``survey_coordinate_system`` attributes of ``vds import`` from SEG-Y metadata."""
     out: dict[str, Any] = {}
     primary = channels[0][1] if channels else None
     text, binary = _metadata_bytes(layout, "SEGY", "TextHeader"), _metadata_bytes(layout, "SEGY", "BinaryHeader")
     names = {c[1] for c in channels}
-    if text is not None and binary is not None and len(binary) == 400 and "SEGYTraceHeader" in names and ndim in (2, 3):
+    if text is not None and binary is not None and len(binary) == 400 and "SEGYTraceHeader" in names and ndim in (2, 3, 4):
         endian = layout.getMetadataInt("SEGY", "Endianness") if layout.isMetadataIntAvailable("SEGY", "Endianness") else 0
         code = (layout.getMetadataInt("SEGY", "DataSampleFormatCode")
                 if layout.isMetadataIntAvailable("SEGY", "DataSampleFormatCode") else 5)
@@ -308,13 +351,36 @@ def _segy_attributes(layout, channels, variables, axes, ndim) -> dict[str, Any]:
         dtype = np.dtype(variables[primary]["dtype"]).name
         if _SEGY_SAMPLE_DTYPES.get(code) != dtype:
             code = next((k for k, d in _SEGY_SAMPLE_DTYPES.items() if d == dtype and k != 1), code)
+        order = "little" if endian == 1 else "big"
+        sample = axes[ndim - 1]
+        interval = int.from_bytes(binary[16:18], order, signed=True)
+        if interval <= 0 and sample["size"] > 1:
+            interval = (sample["last"] - sample["first"]) / (sample["size"] - 1) * (1e6 if sample.get("unit") == "s" else 1000.0)
+        cells = math.prod(a["size"] for a in axes[:ndim - 1])
+        lines, encoding = _segy_text(text)
         out["segy"] = {
-            "byte_order": "little" if endian == 1 else "big",
+            "revision": f"{binary[300]}.{binary[301]}",
+            "byte_order": order,
             "format": code,
+            "textual_encoding": encoding,
+            "textual_headers": [lines],
             "textual_raw": base64.b64encode(text).decode(),
             "binary_raw": base64.b64encode(binary).decode(),
-            "samples": axes[ndim - 1]["size"],
+            "samples": sample["size"],
+            "sample_interval": _number(float(interval)),
+            "delay": _number(float(sample["first"])),
+            "traces": cells,
+            "missing_traces": 0,
             "sorting": "inline",
+            "two_d": ndim == 2,
+            "variable_length": False,
+            # OpenVDS does not record the key bytes: these are the standard's.
+            "inline_byte": 189,
+            "crossline_byte": 193,
+            "offset_byte": 37 if ndim == 4 else None,
+            "inlines": None if ndim == 2 else _line(axes[0]),
+            "crosslines": _line(axes[0] if ndim == 2 else axes[1]),
+            "offsets": _line(axes[2]) if ndim == 4 else None,
             "variable": primary,
             "trace_headers": "SEGYTraceHeader",
             "source": "openvds",
@@ -327,7 +393,8 @@ def _segy_attributes(layout, channels, variables, axes, ndim) -> dict[str, Any]:
         i0, x0 = axes[0]["first"], axes[1]["first"]
         out["survey_coordinate_system"] = {
             "origin": [origin[0] + i0 * il[0] + x0 * xl[0], origin[1] + i0 * il[1] + x0 * xl[1]],
-            "inline_spacing": list(il), "crossline_spacing": list(xl), "first_inline": i0, "first_crossline": x0,
+            "inline_spacing": list(il), "crossline_spacing": list(xl), "first_inline": _number(i0),
+            "first_crossline": _number(x0),
             "unit": _unit_name(layout.getMetadataString(cat, "Unit") if layout.isMetadataStringAvailable(cat, "Unit") else ""),
         }
     return out
