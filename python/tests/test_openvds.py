@@ -124,7 +124,12 @@ def seismic(tmp_path, rng):
         CD(CD.Format.Format_R64, CD.Components.Components_1, "Velocity", "m/s", 1500.0, 4500.0, -999.25),
     ]
     text = bytes(rng.integers(64, 128, 3200, dtype=np.uint8))
-    binary = bytes(rng.integers(0, 256, 400, dtype=np.uint8))
+    # A binary header as a SEG-Y importer keeps it: interval, sample count, format 1 (IBM float),
+    # and arbitrary bytes in the unassigned range 3261-3500 that must survive.
+    binary = bytearray(400)
+    binary[16:18], binary[20:22], binary[24:26] = (4000).to_bytes(2, "big"), ns.to_bytes(2, "big"), (1).to_bytes(2, "big")
+    binary[60:300] = rng.integers(0, 256, 240, dtype=np.uint8).tobytes()
+    binary = bytes(binary)
     metadata = [
         ("SEGY", "TextHeader", "BLOB", np.frombuffer(text, np.uint8)),
         ("SEGY", "BinaryHeader", "BLOB", np.frombuffer(binary, np.uint8)),
@@ -172,6 +177,8 @@ def test_from_openvds_keeps_every_channel_axis_and_metadata(seismic, tmp_path):
         assert ds["Velocity"].no_value == -999.25
         assert ds["Velocity"].no_value == ref["channels"][3]["no_value"]
         assert ds["Amplitude"].no_value is None
+        # Traces the Trace channel marks dead are missing; their values are kept beneath the mask.
+        np.testing.assert_array_equal(ds["Amplitude"].mask[...], np.broadcast_to((arrays["Trace"] == 0)[..., None], (30, 40, 45)))
         # Every metadata item, typed.
         kept = {(m["category"], m["name"]): m for m in ds.attrs["openvds"]["metadata"]}
         # The SEG-Y headers' bytes are kept once, in the segy attribute (checked below).
@@ -207,6 +214,28 @@ def test_from_openvds_keeps_every_channel_axis_and_metadata(seismic, tmp_path):
         np.testing.assert_allclose(survey["origin"], origin + 1000.0 * il + 2000.0 * xl)
         np.testing.assert_allclose(survey["inline_spacing"], il)
         assert (survey["first_inline"], survey["first_crossline"], survey["unit"]) == (1000.0, 2000.0, "m")
+
+
+def test_segy_export_of_a_converted_volume_keeps_its_headers(seismic, tmp_path):
+    """vds.to_segy on a container from OpenVDS writes the live traces (the Trace channel's), in
+    inline order, each with its SEGYTraceHeader bytes and the kept binary header: segyio reads them."""
+    import segyio
+
+    seismic, arrays = seismic
+    out = vds.from_openvds(seismic, tmp_path / "s.vds")
+    vds.to_segy(out, tmp_path / "s.sgy")
+    ref = ovds_describe(seismic)["metadata"]
+    data = (tmp_path / "s.sgy").read_bytes()
+    assert data[:3200] == ref[("SEGY", "TextHeader")] and data[3200:3600] == ref[("SEGY", "BinaryHeader")]
+    live = arrays["Trace"] != 0
+    with segyio.open(str(tmp_path / "s.sgy"), ignore_geometry=True) as f:
+        assert f.tracecount == int(live.sum()) and len(f.samples) == 45
+        heads = arrays["SEGYTraceHeader"][live]
+        expected = arrays["Amplitude"][live]
+        for t in range(f.tracecount):
+            assert f.header[t].buf == heads[t].tobytes()
+        # Written as IBM floats (the kept format 1): within IBM's precision.
+        np.testing.assert_allclose(f.trace.raw[:], expected, rtol=2.0 ** -20)
 
 
 def test_round_trip_through_libvds_gives_the_same_volume(seismic, tmp_path):

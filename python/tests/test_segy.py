@@ -208,13 +208,17 @@ def test_any_volume_exports_as_segy_segyio_reads(tmp_path, rng):
 def test_openvds_volume_goes_back_to_the_same_segy(tmp_path, rng):
     """SEG-Y to a container, to OpenVDS, back to a container and out as SEG-Y: the same bytes."""
     vol = values(1, (len(ILINES), len(XLINES), NS), rng)
-    path = tmp_path / "s.sgy"
-    write(path, 1, [(il, xl, 0, vol[a, b]) for a, il in enumerate(ILINES) for b, xl in enumerate(XLINES)])
-    a = vds.from_segy(path, tmp_path / "a.vds")
-    o = vds.to_openvds(a, str(tmp_path / "s.ovds"))
-    b = vds.from_openvds(o, tmp_path / "b.vds")
-    vds.to_segy(b, tmp_path / "back.sgy")
-    assert (tmp_path / "back.sgy").read_bytes() == path.read_bytes()
+    by_inline = [(il, xl, 0, vol[a, b]) for a, il in enumerate(ILINES) for b, xl in enumerate(XLINES)]
+    by_crossline = [(il, xl, 0, vol[a, b]) for b, xl in enumerate(XLINES) for a, il in enumerate(ILINES)]
+    # A regular survey, and one sorted by crossline with traces missing (a mask, then OpenVDS's Trace channel).
+    for name, traces in [("full", by_inline), ("holes", [t for k, t in enumerate(by_crossline) if k not in (1, 6, 7)])]:
+        path = tmp_path / f"{name}.sgy"
+        write(path, 1, traces)
+        a = vds.from_segy(path, tmp_path / f"{name}-a.vds")
+        o = vds.to_openvds(a, str(tmp_path / f"{name}.ovds"))
+        b = vds.from_openvds(o, tmp_path / f"{name}-b.vds")
+        vds.to_segy(b, tmp_path / f"{name}-back.sgy")
+        assert (tmp_path / f"{name}-back.sgy").read_bytes() == path.read_bytes(), name
 
 
 def test_bad_input_raises(tmp_path, rng):

@@ -16,9 +16,11 @@ How the two models meet:
   ``SEGYTraceHeader``, 240 bytes per trace, or ``Trace``, 1 per trace) spans
   the trace axes plus, when it has more than one value per trace, an axis of
   its own (``header`` for ``SEGYTraceHeader``, as ``vds import`` names it,
-  else ``<channel>_values``). Formats map to dtypes (1Bit to bool, U8 to
-  uint8, R32 to float32, ...; read as U8 values, never as packed bits); a channel's no-value becomes the variable's
-  no-value; its value range, integer scale and offset, flags and mapping go
+  else ``<channel>_values``). Where a ``Trace`` channel says a trace is dead
+  (0), the first channel gets a missing-value mask, its values kept beneath.
+  Formats map to dtypes (1Bit to bool, U8 to uint8, R32 to float32, ...;
+  1Bit read as U8 values, never as packed bits); a channel's no-value
+  becomes the variable's no-value; its value range, integer scale and offset, flags and mapping go
   to the variable's ``openvds`` attribute, so that :func:`to_openvds` writes
   the same channel back.
 - **Layout and metadata.** The level-0 brick layer (``Dimensions_012LOD0``)
@@ -146,7 +148,8 @@ def from_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, co
     """Converts the OpenVDS volume ``src`` (a file path or any URL openvds opens) into a new container ``dst``.
 
     Every channel becomes a variable (per-trace channels such as
-    ``SEGYTraceHeader`` on the trace axes), the axes are reversed into C order
+    ``SEGYTraceHeader`` on the trace axes; dead traces of the ``Trace``
+    channel missing in the first channel's mask), the axes are reversed into C order
     (OpenVDS (Sample, Crossline, Inline) becomes (Inline, Crossline, Sample))
     with names, units and coordinates, the level-0 bricks are copied and the
     brick size becomes the chunk shape. No-values become the variables'
@@ -233,6 +236,14 @@ def from_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, co
                 spec["fill_value"] = kept["fill_value"]
             variables[name] = spec
             channels.append((c, name, fmt, per_trace, count))
+        # OpenVDS marks the traces a survey lacks with 0 in its Trace channel: the first channel
+        # gets a missing-value mask there (its values are kept beneath), so that vds export and
+        # to_segy leave those traces out. The Trace channel is copied first, to read it from.
+        live = next((ch for ch in channels if ch[1] == "Trace" and ch[3] and ch[4] == 1), None)
+        masked = channels[0][1] if live is not None and ndim > 1 and not channels[0][3] else None
+        if masked is not None:
+            variables[masked]["mask"] = True
+            channels.sort(key=lambda ch: ch is not live)
         attrs = dict(saved.get("attrs", {}))
         attrs["openvds"] = {
             "layout": {"brick_size": brick, "negative_margin": descriptor.getNegativeMargin(),
@@ -259,7 +270,8 @@ def from_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, co
             with create(dst_s, axes, variables, attrs, overwrite=overwrite, sync=sync) as out:
                 manager = ovds.getAccessManager(handle)
                 for c, name, fmt, per_trace, count in channels:
-                    _copy_channel_in(ovds, manager, out[name], c, fmt, per_trace, count, ndim, buffer_size, src_s)
+                    mask_from = out["Trace"] if name == masked else None
+                    _copy_channel_in(ovds, manager, out[name], c, fmt, per_trace, count, ndim, buffer_size, src_s, mask_from)
                 if "segy" in derived and "Trace" in out and out["Trace"].ndim == ndim - 1:
                     # OpenVDS marks live traces in its Trace channel: count them, block by block.
                     live = _count_nonzero(out["Trace"], buffer_size)
@@ -283,8 +295,9 @@ def _libvds_metadata(layout: Any) -> dict[str, Any]:
     return {}
 
 
-def _copy_channel_in(ovds, manager, var, channel, fmt, per_trace, count, ndim, budget, src) -> None:
-    """Copies one channel's level-0 bricks into ``var``, block by block."""
+def _copy_channel_in(ovds, manager, var, channel, fmt, per_trace, count, ndim, budget, src, live=None) -> None:
+    """Copies one channel's level-0 bricks into ``var``, block by block; with ``live`` (the Trace
+    variable), the traces where it is 0 are marked missing."""
     read_format = getattr(ovds.VolumeDataFormat, "Format_U8" if fmt == "Format_1Bit" else fmt)
     group = getattr(ovds.DimensionsND, _BRICK_GROUP.get(ndim, "Dimensions_012"))
     dtype = np.dtype(_FORMATS["Format_U8" if fmt == "Format_1Bit" else fmt])
@@ -304,7 +317,12 @@ def _copy_channel_in(ovds, manager, var, channel, fmt, per_trace, count, ndim, b
         data = np.asarray(request.data_out)[: math.prod(box)].reshape(box)
         # Values come as the channel's format; a dtype kept by to_openvds holds them exactly.
         data = data != 0 if var.dtype == np.bool_ else data.astype(var.dtype, copy=False)
-        var[tuple(slice(s, s + n) for s, n in zip(start, box))] = data
+        key = tuple(slice(s, s + n) for s, n in zip(start, box))
+        if live is None:
+            var[key] = data
+        else:
+            dead = live[key[:-1]] == 0
+            var.write(key, data, missing=np.broadcast_to(dead[..., None], data.shape))
 
 
 def _count_nonzero(var, budget) -> int:
@@ -339,7 +357,7 @@ def _segy_text(text: bytes) -> tuple[str, str]:
 def _segy_attributes(layout, channels, variables, axes, ndim) -> dict[str, Any]:
     """The ``segy`` and ``survey_coordinate_system`` attributes of ``vds import`` from SEG-Y metadata."""
     out: dict[str, Any] = {}
-    primary = channels[0][1] if channels else None
+    primary = min(channels)[1] if channels else None  # the first channel (the list may be reordered)
     text, binary = _metadata_bytes(layout, "SEGY", "TextHeader"), _metadata_bytes(layout, "SEGY", "BinaryHeader")
     names = {c[1] for c in channels}
     if text is not None and binary is not None and len(binary) == 400 and "SEGYTraceHeader" in names and ndim in (2, 3, 4):
