@@ -210,8 +210,12 @@ def test_openvds_volume_goes_back_to_the_same_segy(tmp_path, rng):
     vol = values(1, (len(ILINES), len(XLINES), NS), rng)
     by_inline = [(il, xl, 0, vol[a, b]) for a, il in enumerate(ILINES) for b, xl in enumerate(XLINES)]
     by_crossline = [(il, xl, 0, vol[a, b]) for b, xl in enumerate(XLINES) for a, il in enumerate(ILINES)]
-    # A regular survey, and one sorted by crossline with traces missing (a mask, then OpenVDS's Trace channel).
-    for name, traces in [("full", by_inline), ("holes", [t for k, t in enumerate(by_crossline) if k not in (1, 6, 7)])]:
+    pre = values(1, (2, 3, 4, NS), rng)
+    gathers = [(10 + a, 20 + b, 100 * (c + 1), pre[a, b, c]) for a in range(2) for b in range(3) for c in range(4)]
+    # A regular survey, one sorted by crossline with traces missing (a mask, then OpenVDS's Trace
+    # channel), and pre-stack gathers with a trace missing (four dimensions in OpenVDS).
+    for name, traces in [("full", by_inline), ("holes", [t for k, t in enumerate(by_crossline) if k not in (1, 6, 7)]),
+                         ("gathers", [t for k, t in enumerate(gathers) if k != 5])]:
         path = tmp_path / f"{name}.sgy"
         write(path, 1, traces)
         a = vds.from_segy(path, tmp_path / f"{name}-a.vds")
