@@ -260,7 +260,8 @@ def test_to_openvds_from_numpy_values(tmp_path, rng):
     shape = (21, 34, 70)
     arrays = {name: (rng.standard_normal(shape) * 1000).astype(name) if name.startswith("f")
               else rng.integers(np.iinfo(name).min, np.iinfo(name).max, shape, dtype=name, endpoint=True)
-              for name in ["float32", "float64", "int8", "int16", "int32", "uint8", "uint16", "uint32"]}
+              for name in ["float32", "float64", "int8", "int16", "int32", "uint8", "uint16", "uint32", "uint64"]}
+    arrays["int64"] = rng.integers(-2**53, 2**53, shape, dtype=np.int64, endpoint=True)
     flags = rng.random(shape) > 0.5
     path = tmp_path / "numpy.vds"
     axes = [{"name": "x", "size": 21, "unit": "m", "first": 10.0, "last": 30.0}, ("y", 34),
@@ -272,7 +273,7 @@ def test_to_openvds_from_numpy_values(tmp_path, rng):
             ds[n][...] = a
         ds["flags"][...] = flags
         ds["int16"].attrs["scale"] = 0.5
-    out = vds.to_openvds(path, str(tmp_path / "numpy.ovds"), brick_size=32, buffer_size=64 << 10)
+    out = vds.to_openvds(path, str(tmp_path / "numpy.ovds"), brick_size=32, buffer_size=64 << 10, compression="zip")
     ref = ovds_describe(out)
     assert ref["axes"][0] == (70, "z", "ms", 0.0, 276.0)
     assert ref["axes"][2] == (21, "x", "m", 10.0, 30.0)
@@ -294,6 +295,12 @@ def test_to_openvds_from_numpy_values(tmp_path, rng):
             assert ds[n].dtype == a.dtype
             np.testing.assert_array_equal(ds[n][...], a)
         np.testing.assert_array_equal(ds["flags"][...], flags)
+    # int64 beyond 2^53 has no exact OpenVDS format: refused, not rounded.
+    with vds.open(path, "r+") as ds:
+        ds["int64"][0, 0, 0] = 2**53 + 1
+    with pytest.raises(vds.UnsupportedError, match="int64"):
+        vds.to_openvds(path, str(tmp_path / "big.ovds"))
+    assert not (tmp_path / "big.ovds").exists()
 
 
 def test_segy_import_layout_becomes_openvds_seismic(tmp_path, rng):

@@ -65,11 +65,10 @@ _FORMATS = {  # OpenVDS format name -> NumPy dtype of a libvds variable
     "Format_1Bit": "bool", "Format_U8": "uint8", "Format_U16": "uint16", "Format_U32": "uint32",
     "Format_U64": "uint64", "Format_R32": "float32", "Format_R64": "float64",
 }
-_FORMAT_OF = {  # libvds dtype -> (OpenVDS format name, dtype the values are written as)
-    "bool": ("Format_U8", "uint8"), "uint8": ("Format_U8", "uint8"), "uint16": ("Format_U16", "uint16"),
-    "uint32": ("Format_U32", "uint32"), "uint64": ("Format_U64", "uint64"), "float32": ("Format_R32", "float32"),
-    "float64": ("Format_R64", "float64"), "int8": ("Format_R32", "float32"), "int16": ("Format_R32", "float32"),
-    "int32": ("Format_R64", "float64"), "int64": ("Format_R64", "float64"),
+_FORMAT_OF = {  # libvds dtype -> OpenVDS format (signed integers widened to floats that hold them)
+    "bool": "Format_U8", "uint8": "Format_U8", "uint16": "Format_U16", "uint32": "Format_U32", "uint64": "Format_U64",
+    "float32": "Format_R32", "float64": "Format_R64", "int8": "Format_R32", "int16": "Format_R32",
+    "int32": "Format_R64", "int64": "Format_R64",
 }
 # The dimension groups of the level-0 brick layer, by dimensionality.
 _BRICK_GROUP = {1: "Dimensions_01", 2: "Dimensions_01"}
@@ -452,7 +451,8 @@ def to_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, vari
 
     Raises :class:`AlreadyExistsError` when ``dst`` exists and ``overwrite``
     is false, :class:`InvalidArgumentError` for a variable that fits no
-    channel, :class:`UnsupportedError` for fewer than 2 or more than 6 axes.
+    channel, :class:`UnsupportedError` for fewer than 2 or more than 6 axes
+    or int64 values beyond 2^53 (which R64 would round).
     A failed conversion removes ``dst``.
     """
     from . import open as open_
@@ -547,7 +547,7 @@ def _channel_plan(ds, names, src) -> list[tuple[str, str, int]]:
     return plan
 
 
-def _value_range(var, budget) -> tuple[float, float]:
+def _value_range(var, budget) -> tuple[Any, Any]:
     """The variable's smallest and largest finite values, read block by block (0, 1 when it has none)."""
     lo, hi = math.inf, -math.inf
     no_value = var.no_value
@@ -559,10 +559,11 @@ def _value_range(var, budget) -> tuple[float, float]:
         if no_value is not None:
             keep &= data != no_value
         if keep.any():
-            lo, hi = min(lo, float(data[keep].min())), max(hi, float(data[keep].max()))
+            # Python numbers (integers stay exact, for the int64 check of the caller).
+            lo, hi = min(lo, data[keep].min().item()), max(hi, data[keep].max().item())
     if lo > hi:
         return 0.0, 1.0
-    return (lo, hi) if lo < hi else (lo, lo + 1.0)
+    return (lo, hi) if lo < hi else (lo, lo + 1)
 
 
 def _channel_descriptor(ovds, ds, name, kind, count, budget):
@@ -573,13 +574,17 @@ def _channel_descriptor(ovds, ds, name, kind, count, budget):
                  ovds.VolumeDataMapping.PerTrace, Flags.DiscreteData)
     var = ds[name]
     info = var.attrs.get("openvds") if isinstance(var.attrs.get("openvds"), dict) else {}
-    fmt, _ = _FORMAT_OF[var.dtype.name]
+    fmt = _FORMAT_OF[var.dtype.name]
     if info.get("format") in _FORMATS and _FORMATS[info["format"]] == var.dtype.name:
         fmt = info["format"]
     if "value_range" in info:
         lo, hi = (float(x) for x in info["value_range"])
     else:
         lo, hi = _value_range(var, budget)
+        if var.dtype == np.int64 and max(abs(lo), abs(hi)) > 2**53:
+            raise UnsupportedError(f"variable {name!r}: int64 values up to {max(abs(lo), abs(hi))} do not fit OpenVDS's "
+                                   "R64 exactly (at most 2^53)")
+        lo, hi = float(lo), float(hi)
     flags = Flags.Default
     default_discrete = var.dtype.kind in "biu" and kind == "trace"
     for on, flag in ((info.get("discrete", default_discrete), Flags.DiscreteData),
