@@ -350,6 +350,44 @@ def test_segy_import_layout_becomes_openvds_seismic(tmp_path, rng):
         np.testing.assert_array_equal(ds["segy_trace_header"][...], heads)
 
 
+def test_quantized_channels_stay_integers_with_the_same_values(tmp_path, rng):
+    """A U8 channel with a scale and offset (floats stored as integers) becomes a quantized variable:
+    the stored integers are the channel's and the values are those openvds computes from them."""
+    shape = (20, 30, 40)
+    raw8 = rng.integers(0, 256, shape, dtype=np.uint8)
+    raw16 = rng.integers(0, 65536, shape, dtype=np.uint16)
+    channels = [CD(CD.Format.Format_U8, CD.Components.Components_1, "Q8", "", -10.0, 117.5, openvds.VolumeDataMapping.Direct,
+                   1, CD.Flags.Default, 0.5, -10.0),
+                CD(CD.Format.Format_U16, CD.Components.Components_1, "Q16", "", 0.0, 6553.5, openvds.VolumeDataMapping.Direct,
+                   1, CD.Flags.Default, 0.1, 0.0)]
+    axes = [(40, "Sample", "ms", 0.0, 156.0), (30, "Crossline", "", 1.0, 30.0), (20, "Inline", "", 1.0, 20.0)]
+    path = str(tmp_path / "q.ovds")
+    ovds_create(path, axes, channels, [raw8, raw16])
+    out = vds.from_openvds(path, tmp_path / "q.vds")
+    handle = openvds.open(path, "")
+    manager = openvds.getAccessManager(handle)
+    as_floats = [np.array(manager.requestVolumeSubset((0, 0, 0), (40, 30, 20), channel=c,
+                                                      format=openvds.VolumeDataFormat.Format_R32).data).reshape(shape)
+                 for c in range(2)]
+    openvds.close(handle)
+    with vds.open(out) as ds:
+        for k, (name, raw, storage) in enumerate([("Q8", raw8, "uint8"), ("Q16", raw16, "uint16")]):
+            var = ds[name]
+            assert var.dtype == np.float32 and var.quantization["storage"] == storage
+            np.testing.assert_array_equal(var.stored[...], raw)
+            np.testing.assert_allclose(var[...], as_floats[k], rtol=1e-6, atol=1e-4)
+    back = vds.to_openvds(out, str(tmp_path / "back.ovds"))
+    ref = ovds_describe(back)
+    assert [c["format"] for c in ref["channels"]] == ["Format_U8", "Format_U16"]
+    np.testing.assert_array_equal(ovds_read(back, 0), raw8)
+    np.testing.assert_array_equal(ovds_read(back, 1), raw16)
+    handle = openvds.open(str(tmp_path / "back.ovds"), "")
+    layout = openvds.getLayout(handle)
+    assert [(layout.getChannelIntegerScale(c), layout.getChannelIntegerOffset(c)) for c in range(2)] == \
+        [pytest.approx((0.5, -10.0)), pytest.approx((0.1, 0.0))]
+    openvds.close(handle)
+
+
 def test_two_dimensional_volume(tmp_path, rng):
     values = rng.standard_normal((37, 300)).astype(np.float32)
     path = str(tmp_path / "line.ovds")

@@ -19,7 +19,11 @@ How the two models meet:
   else ``<channel>_values``). Where a ``Trace`` channel says a trace is dead
   (0), the first channel gets a missing-value mask, its values kept beneath.
   Formats map to dtypes (1Bit to bool, U8 to uint8, R32 to float32, ...;
-  1Bit read as U8 values, never as packed bits); a channel's no-value
+  1Bit read as U8 values, never as packed bits), except that a U8 or U16
+  channel with an integer scale and offset (floats stored as integers, no
+  no-value) becomes a quantized float32 variable over the same integers,
+  ``min = offset`` and ``max = offset + scale * qmax``, and a quantized
+  variable becomes such a channel again; a channel's no-value
   becomes the variable's no-value; its value range, integer scale and offset, flags and mapping go
   to the variable's ``openvds`` attribute, so that :func:`to_openvds` writes
   the same channel back.
@@ -224,17 +228,28 @@ def from_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, co
             kept = saved.get("variables", {}).get(name, {})
             attrs = dict(kept.get("attrs", {}))
             attrs["openvds"] = info
+            # A U8 or U16 channel with a scale and offset holds floats as integers: a quantized
+            # variable, whose stored integers are the channel's and whose values the same
+            # min + q * step (its no-value, if any, would need a value beyond the range: kept as integers).
+            scale, offset = cd.getIntegerScale(), cd.getIntegerOffset()
+            quantized = (fmt in ("Format_U8", "Format_U16") and not per_trace and not cd.isDiscrete()
+                         and not cd.isUseNoValue() and (scale, offset) != (1.0, 0.0) and scale > 0
+                         and kept.get("dtype", "float32") == "float32")
             spec: dict[str, Any] = {
-                "dtype": kept.get("dtype", dtype), "dims": dims, "unit": cd.getUnit(), "codec": codec, "attrs": attrs,
+                "dtype": "float32" if quantized else kept.get("dtype", dtype), "dims": dims, "unit": cd.getUnit(),
+                "codec": codec, "attrs": attrs,
                 "chunks": [min(edge, a["size"]) for a in axes if a["name"] in dims[:len(dims) - (count > 1)]]
                 + ([count] if count > 1 else []),
             }
+            if quantized:
+                qmax = 255 if fmt == "Format_U8" else 65535
+                spec["quantization"] = (dtype, offset, offset + scale * qmax)
             if cd.isUseNoValue():
                 spec["no_value"] = np.array(cd.getNoValue()).astype(spec["dtype"])
             if "fill_value" in kept:
                 spec["fill_value"] = kept["fill_value"]
             variables[name] = spec
-            channels.append((c, name, fmt, per_trace, count))
+            channels.append((c, name, fmt, per_trace, count, quantized))
         # OpenVDS marks the traces a survey lacks with 0 in its Trace channel: the first channel
         # gets a missing-value mask there (its values are kept beneath), so that vds export and
         # to_segy leave those traces out. The Trace channel is copied first, to read it from.
@@ -268,9 +283,10 @@ def from_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, co
         try:
             with create(dst_s, axes, variables, attrs, overwrite=overwrite, sync=sync) as out:
                 manager = ovds.getAccessManager(handle)
-                for c, name, fmt, per_trace, count in channels:
+                for c, name, fmt, per_trace, count, quantized in channels:
                     mask_from = out["Trace"] if name == masked else None
-                    _copy_channel_in(ovds, manager, out[name], c, fmt, per_trace, count, ndim, buffer_size, src_s, mask_from)
+                    target = out[name].stored if quantized else out[name]
+                    _copy_channel_in(ovds, manager, target, c, fmt, per_trace, count, ndim, buffer_size, src_s, mask_from)
                 if "segy" in derived and "Trace" in out and out["Trace"].ndim == ndim - 1:
                     # OpenVDS marks live traces in its Trace channel: count them, block by block.
                     live = _count_nonzero(out["Trace"], buffer_size)
@@ -300,9 +316,12 @@ def _copy_channel_in(ovds, manager, var, channel, fmt, per_trace, count, ndim, b
     read_format = getattr(ovds.VolumeDataFormat, "Format_U8" if fmt == "Format_1Bit" else fmt)
     group = getattr(ovds.DimensionsND, _BRICK_GROUP.get(ndim, "Dimensions_012"))
     dtype = np.dtype(_FORMATS["Format_U8" if fmt == "Format_1Bit" else fmt])
-    shape = list(var.shape)
+    # A quantized variable is written through its stored integers (``var.stored``).
+    stored = not hasattr(var, "chunks")
+    base = var._var if stored else var
+    shape = list(base.shape)
     lead = len(shape) - (1 if count > 1 else 0)  # axes of the grid (trace axes for per-trace channels)
-    for start, box in _blocks(shape, list(var.chunks), dtype.itemsize, budget):
+    for start, box in _blocks(shape, list(base.chunks), dtype.itemsize, budget):
         # OpenVDS dimension 0 is the variable's last axis: the samples, or a per-trace channel's values.
         if per_trace:
             lo = [0] + list(reversed(start[:lead]))
@@ -312,12 +331,12 @@ def _copy_channel_in(ovds, manager, var, channel, fmt, per_trace, count, ndim, b
             hi = [s + n for s, n in zip(lo, reversed(box))]
         request = manager.requestVolumeSubset(tuple(lo), tuple(hi), dimensionsND=group, lod=0, channel=channel, format=read_format)
         if not request.waitForCompletion():
-            raise VdsError(f"{src}: reading channel {var.name!r} at {lo}..{hi} failed: {request.errorMessage}")
+            raise VdsError(f"{src}: reading channel {base.name!r} at {lo}..{hi} failed: {request.errorMessage}")
         data = np.asarray(request.data_out)[: math.prod(box)].reshape(box)
         # Values come as the channel's format; a dtype kept by to_openvds holds them exactly.
         data = data != 0 if var.dtype == np.bool_ else data.astype(var.dtype, copy=False)
         key = tuple(slice(s, s + n) for s, n in zip(start, box))
-        if live is None:
+        if live is None or stored:
             var[key] = data
         else:
             dead = live[key[:-1]] == 0
@@ -577,6 +596,13 @@ def _channel_descriptor(ovds, ds, name, kind, count, budget):
     fmt = _FORMAT_OF[var.dtype.name]
     if info.get("format") in _FORMATS and _FORMATS[info["format"]] == var.dtype.name:
         fmt = info["format"]
+    q = var.quantization
+    if q is not None:
+        # The stored integers become a U8 or U16 channel whose scale and offset give the same values.
+        fmt = "Format_U8" if q["storage"] == "uint8" else "Format_U16"
+        qmax = 255 if fmt == "Format_U8" else 65535
+        info = {**info, "integer_scale": (q["max"] - q["min"]) / qmax, "integer_offset": q["min"],
+                "value_range": info.get("value_range", [q["min"], q["max"]])}
     if "value_range" in info:
         lo, hi = (float(x) for x in info["value_range"])
     else:
@@ -677,7 +703,7 @@ def _copy_channel_out(ovds, manager, ds, channel, name, kind, count, ndim) -> No
         buf = np.array(page.getWritableBuffer(), copy=False)
         if kind == "direct":
             box = tuple(slice(a, b) for a, b in zip(reversed(lo[:ndim]), reversed(hi[:ndim])))
-            data = var[box]
+            data = var.stored[box] if var.quantization is not None else var[box]
         else:
             trace_box = tuple(slice(a, b) for a, b in zip(reversed(lo[1:ndim]), reversed(hi[1:ndim])))
             if kind == "mask":
