@@ -388,6 +388,53 @@ def test_quantized_channels_stay_integers_with_the_same_values(tmp_path, rng):
     openvds.close(handle)
 
 
+def test_levels_of_detail_follow_the_volume(tmp_path, rng):
+    """A volume with 2 levels of detail gives variables with levels 0 to 2, computed by libvds from level 0
+    (pair averages, checked with NumPy), and goes back to OpenVDS with 2 levels openvds reads."""
+    values = rng.standard_normal((20, 32, 40)).astype(np.float32)
+    layout = LD(LD.BrickSize.BrickSize_32, 0, 0, 4, LD.LODLevels.LODLevels_2, LD.Options.Options_None)
+    axes = [openvds.VolumeDataAxisDescriptor(40, "Sample", "ms", 0.0, 156.0), openvds.VolumeDataAxisDescriptor(32, "Crossline", "", 1.0, 32.0),
+            openvds.VolumeDataAxisDescriptor(20, "Inline", "", 1.0, 20.0)]
+    channels = [CD(CD.Format.Format_R32, CD.Components.Components_1, "Amplitude", "", -4.0, 4.0)]
+    path = str(tmp_path / "lod.ovds")
+    handle = openvds.create(path, "", layout, axes, channels, openvds.MetadataContainer())
+    manager = openvds.getAccessManager(handle)
+    accessor = manager.createVolumeDataPageAccessor(openvds.DimensionsND.Dimensions_012, 0, 0, 8,
+                                                   openvds.VolumeDataPageAccessor.AccessMode.AccessMode_Create)
+    for chunk in range(accessor.getChunkCount()):
+        page = accessor.createPage(chunk)
+        lo, hi = page.getMinMax()
+        np.array(page.getWritableBuffer(), copy=False)[...] = values[lo[2]:hi[2], lo[1]:hi[1], lo[0]:hi[0]]
+        page.release()
+    accessor.commit()
+    manager.flush()
+    openvds.close(handle)
+    out = vds.from_openvds(path, tmp_path / "lod.vds")
+    with vds.open(out) as ds:
+        amp = ds["Amplitude"]
+        assert amp.levels == 3
+        np.testing.assert_array_equal(amp[...], values)
+        half = values.reshape(10, 2, 16, 2, 20, 2).mean(axis=(1, 3, 5))
+        np.testing.assert_allclose(amp.lod(1)[...], half, rtol=1e-5, atol=1e-6)
+        assert amp.lod(2).shape == (5, 8, 10)
+    back = vds.to_openvds(out, str(tmp_path / "back.ovds"))
+    handle = openvds.open(back, "")
+    assert openvds.getLayout(handle).getLayoutDescriptor().getLODLevels().name == "LODLevels_2"
+    manager = openvds.getAccessManager(handle)
+    request = manager.requestVolumeSubset((0, 0, 0), (20, 16, 10), lod=1, channel=0)
+    assert request.waitForCompletion()
+    openvds.close(handle)
+    np.testing.assert_array_equal(ovds_read(back, 0), values)
+    # A container's own levels of detail ask OpenVDS for as many.
+    made = tmp_path / "made.vds"
+    with vds.create(made, [("i", 20), ("j", 32), ("k", 40)],
+                    {"v": {"dtype": "float32", "dims": ["i", "j", "k"], "lods": 2, "lod_axes": ["i", "j", "k"]}}) as ds:
+        ds["v"][...] = values
+    handle = openvds.open(vds.to_openvds(made, str(tmp_path / "made.ovds")), "")
+    assert openvds.getLayout(handle).getLayoutDescriptor().getLODLevels().name == "LODLevels_1"
+    openvds.close(handle)
+
+
 def test_two_dimensional_volume(tmp_path, rng):
     values = rng.standard_normal((37, 300)).astype(np.float32)
     path = str(tmp_path / "line.ovds")

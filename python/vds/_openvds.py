@@ -44,9 +44,10 @@ How the two models meet:
   as U8, and the dtypes and attributes are kept in metadata (category
   ``LibVDS``) so that :func:`from_openvds` restores them; a missing-value
   mask becomes a ``Trace`` channel (1 where a trace holds a value).
-- **Not carried:** levels of detail other than 0, 2-D tile layers and
-  margins (OpenVDS computes its own from level 0 when asked), and
-  channels of more than one component (refused).
+- **Levels of detail** are declared alike (OpenVDS LODLevels_N, libvds
+  N + 1 levels), never copied: each library computes its own from level 0.
+- **Not carried:** 2-D tile layers and margins, and channels of more than
+  one component (refused).
 """
 
 from __future__ import annotations
@@ -196,6 +197,7 @@ def from_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, co
         brick = int(descriptor.getBrickSize().name.split("_")[1])
         # A brick layer of a 2-D volume has bricks larger by the 2-D multiplier.
         edge = brick * descriptor.getBrickSizeMultiplier2D() if ndim == 2 else brick
+        lod_levels = 0 if descriptor.getLODLevels().name == "LODLevels_None" else int(descriptor.getLODLevels().name.split("_")[1])
         variables: dict[str, dict[str, Any]] = {}
         channels = []
         for c in range(layout.getChannelCount()):
@@ -244,6 +246,16 @@ def from_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, co
             if quantized:
                 qmax = 255 if fmt == "Format_U8" else 65535
                 spec["quantization"] = (dtype, offset, offset + scale * qmax)
+            # Levels of detail: as many as the volume declares, computed by libvds from level 0
+            # (averages, or the nearest sample for discrete and integer channels), halving every
+            # axis but one OpenVDS keeps at full resolution.
+            if lod_levels and not per_trace:
+                full = (axes[ndim - 1 - descriptor.getFullResolutionDimension()]["name"]
+                        if descriptor.isForceFullResolutionDimension() else None)
+                spec["lods"] = lod_levels + 1
+                spec["lod_axes"] = [d for d in dims if d != full]
+                exact = cd.isDiscrete() or (np.dtype(spec["dtype"]).kind in "biu" and not quantized)
+                spec["lod_method"] = "nearest" if exact else "average"
             if cd.isUseNoValue():
                 spec["no_value"] = np.array(cd.getNoValue()).astype(spec["dtype"])
             if "fill_value" in kept:
@@ -494,7 +506,9 @@ def to_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, vari
         if brick not in _BRICK_SIZES:
             raise InvalidArgumentError(f"brick_size {brick}: OpenVDS bricks are {sorted(_BRICK_SIZES)} samples")
         LD = ovds.VolumeDataLayoutDescriptor
-        lods = layout_kept.get("lod_levels", "LODLevels_None")
+        # Levels of detail as kept from OpenVDS, else as many as the primary variable has
+        # (OpenVDS computes its own from level 0).
+        lods = layout_kept.get("lod_levels", f"LODLevels_{min(primary.levels - 1, 12)}" if primary.levels > 1 else "LODLevels_None")
         # No margins: pages are then exactly the bricks, each written from one box of the container.
         descriptor = LD(getattr(LD.BrickSize, _BRICK_SIZES[brick]), 0, 0, int(layout_kept.get("brick_size_multiplier_2d", 4)),
                         getattr(LD.LODLevels, lods if hasattr(LD.LODLevels, lods) else "LODLevels_None"),
