@@ -70,7 +70,7 @@ struct VariableSpec {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct CodecSpec {
+pub(crate) struct CodecSpec {
     id: String,
     level: Option<u8>,
     #[serde(default = "yes")]
@@ -104,7 +104,7 @@ fn scalar(py: Python<'_>, what: &str, v: &Value) -> PyResult<Scalar> {
     Scalar::from_json(v).ok_or_else(|| invalid(py, format!("{what} {v} is not a number or a boolean")))
 }
 
-fn codec(py: Python<'_>, var: &str, c: &CodecSpec) -> PyResult<Codec> {
+pub(crate) fn codec(py: Python<'_>, var: &str, c: &CodecSpec) -> PyResult<Codec> {
     let codec = match (c.id.as_str(), c.level) {
         ("none", None) => Codec::NONE,
         ("deflate", level) => {

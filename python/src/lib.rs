@@ -14,6 +14,7 @@
 mod create;
 mod dataset;
 mod errors;
+mod segy;
 
 use pyo3::prelude::*;
 
@@ -25,6 +26,8 @@ fn _vds(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dataset::create_fragment, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::recover, m)?)?;
     m.add_function(wrap_pyfunction!(create::create, m)?)?;
+    m.add_function(wrap_pyfunction!(segy::import_segy, m)?)?;
+    m.add_function(wrap_pyfunction!(segy::export_segy, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("FORMAT_VERSION", (vds::FORMAT_MAJOR, vds::FORMAT_MINOR))?;
     Ok(())

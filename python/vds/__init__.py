@@ -31,6 +31,8 @@ import numpy as np
 
 from . import _vds, errors
 from ._dataset import DEFAULT_MEMORY_LIMIT, Attributes, Axis, Dataset, Variable, _json
+from ._openvds import from_openvds, to_openvds
+from ._segy import from_segy, to_segy
 from .errors import (
     AlreadyExistsError,
     ClosedError,
@@ -54,7 +56,8 @@ __version__ = _vds.__version__
 FORMAT_VERSION = tuple(_vds.FORMAT_VERSION)
 
 __all__ = [
-    "open", "create", "fragment", "recover", "from_xarray", "Dataset", "Variable", "Axis", "Attributes", "errors",
+    "open", "create", "fragment", "recover", "from_xarray", "from_openvds", "to_openvds", "from_segy", "to_segy",
+    "Dataset", "Variable", "Axis", "Attributes", "errors",
     "VdsError", "InvalidArgumentError", "NotFoundError", "AlreadyExistsError", "CorruptFileError", "VdsIOError",
     "UnsupportedError", "TypeMismatchError", "OutOfRangeError", "ReadOnlyError", "LockedError", "OutOfMemoryError",
     "PoisonedError", "ClosedError", "InternalError", "DEFAULT_MEMORY_LIMIT", "FORMAT_VERSION",

@@ -52,3 +52,15 @@ def open(
 def create(path: str | PathLike[str], spec_json: str) -> Dataset: ...
 def create_fragment(container: str | PathLike[str], name: str) -> Dataset: ...
 def recover(path: str | PathLike[str]) -> tuple[Optional[int], int]: ...
+def import_segy(path: str | PathLike[str], dst: str | PathLike[str], spec_json: str) -> None:
+    """Imports a SEG-Y file into a new container, as ``vds import`` (see ``vds.from_segy``); releases the GIL."""
+
+def export_segy(
+    src: str | PathLike[str],
+    path: str | PathLike[str],
+    variable: Optional[str] = None,
+    format: Optional[int] = None,
+    overwrite: bool = False,
+    block_bytes: Optional[int] = None,
+) -> str:
+    """Writes a variable as SEG-Y, as ``vds export`` (see ``vds.to_segy``); returns its name; releases the GIL."""

@@ -16,6 +16,9 @@
 //!   trace header bytes, the grid they fill, missing and duplicate traces,
 //!   the file's sorting, and the world coordinates ([`Survey`]).
 //! - [`writer`]: headers for volumes that never were SEG-Y.
+//! - `container` (cargo feature `vds`): SEG-Y files to libvds containers
+//!   and back, as `vds import` and `vds export` do; the tool and the Python
+//!   package (`vds.from_segy`, `vds.to_segy`) share it.
 //!
 //! ## Decisions where the standard is silent
 //! - Byte order: the rev 2 constant decides; without it big-endian, unless
@@ -42,6 +45,8 @@
 //! runs [`fuzzing::parse`], and `tests/fuzz_replay.rs` replays its corpus.
 
 pub mod binary;
+#[cfg(feature = "vds")]
+pub mod container;
 mod error;
 mod format;
 pub mod geometry;

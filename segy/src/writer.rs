@@ -3,17 +3,27 @@
 //!
 //! Decisions: synthesised files are big-endian rev 1 (what every reader
 //! takes) with an EBCDIC textual header, unless a trace has more than
-//! 32,767 samples: then rev 2.0 with the extended sample count. More than
-//! 65,535 samples cannot be said in a trace header without rev 2.1 trace
-//! header extensions, which are not written.
+//! 32,767 samples: then rev 2.0 with the extended sample count (bytes
+//! 3269-3272, a 32-bit count). Beyond 65,535 samples the 16-bit counts of
+//! the binary and trace headers say 0: traces are fixed-length, so the
+//! extended count of the binary header rules (rev 2.0, 4.1), and segyio
+//! reads it; a per-trace count beyond 65,535 would need rev 2.1 trace header
+//! extensions, which are not written.
 
 use crate::binary::{set_field, FieldType, BINARY_HEADER_BYTES};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{Endian, SampleFormat};
 use crate::trace;
 
-/// Most samples per trace a written file may have.
-pub const MAX_WRITE_SAMPLES: u64 = 65_535;
+/// Most samples per trace a written file may have: the rev 2 extended
+/// count is a signed 32-bit number.
+pub const MAX_WRITE_SAMPLES: u64 = i32::MAX as u64;
+
+/// The 16-bit sample count of a header: the count, or 0 when it does not
+/// fit (the binary header's extended count then says it).
+pub fn short_count(samples: u64) -> u16 {
+    u16::try_from(samples).unwrap_or(0)
+}
 
 /// A binary header for traces of `samples` samples every `interval`
 /// (microseconds, or the depth unit's thousandths), in `format`.
@@ -24,7 +34,7 @@ pub fn binary_header(endian: Endian, format: SampleFormat, samples: u64, interva
     if samples > MAX_WRITE_SAMPLES {
         return Err(Error::new(
             ErrorKind::Unsupported,
-            format!("{samples} samples per trace: SEG-Y trace headers hold at most {MAX_WRITE_SAMPLES}"),
+            format!("{samples} samples per trace: SEG-Y's extended count holds at most {MAX_WRITE_SAMPLES}"),
         ));
     }
     let mut b = vec![0u8; BINARY_HEADER_BYTES];
@@ -39,13 +49,14 @@ pub fn binary_header(endian: Endian, format: SampleFormat, samples: u64, interva
     if rev2 {
         b[300] = 2;
         set_field(&mut b, 69, FieldType::I32, endian, samples as i64);
+        set_field(&mut b, 89, FieldType::I32, endian, samples as i64);
         b[72..80].copy_from_slice(&endian.put_u64(interval.to_bits()));
         b[96..100].copy_from_slice(&endian.put_u32(0x0102_0304));
     } else {
         b[300] = 1;
     }
-    set_field(&mut b, 21, FieldType::U16, endian, samples as i64);
-    set_field(&mut b, 23, FieldType::U16, endian, samples as i64);
+    set_field(&mut b, 21, FieldType::U16, endian, i64::from(short_count(samples)));
+    set_field(&mut b, 23, FieldType::U16, endian, i64::from(short_count(samples)));
     Ok(b)
 }
 
@@ -60,7 +71,7 @@ pub struct TraceKeys {
     pub crossline: i32,
     /// Offset (pre-stack).
     pub offset: i32,
-    /// Samples and interval (us).
+    /// Samples in the trace (0 when more than 65,535: see [`short_count`]).
     pub samples: u16,
     /// Sample interval.
     pub interval: i16,

@@ -1,5 +1,5 @@
 //! SEG-Y rev 2 features segyio does not write, crafted here: sample counts
-//! beyond 32,767 (the extended count at bytes 3269-3272), variable-length
+//! beyond 32,767 and 65,535 (the extended count at bytes 3269-3272), variable-length
 //! traces (fixed-length flag 0, each trace header giving its own count),
 //! and the byte offset of the first trace (bytes 3521-3528).
 
@@ -14,7 +14,8 @@ fn head(endian: Endian, format: SampleFormat, ns: u64) -> Vec<u8> {
 }
 
 fn trace(f: &mut Vec<u8>, endian: Endian, t: u64, ns: u64, value: impl Fn(u64) -> i16) {
-    let keys = TraceKeys { index: t, inline: 1, crossline: 1 + t as i32, samples: ns as u16, interval: 500, ..TraceKeys::default() };
+    let samples = vds_segy::writer::short_count(ns);
+    let keys = TraceKeys { index: t, inline: 1, crossline: 1 + t as i32, samples, interval: 500, ..TraceKeys::default() };
     f.extend(trace_header(endian, &keys, [189, 193, 37]));
     for s in 0..ns {
         f.extend(match endian {
@@ -43,6 +44,29 @@ fn extended_sample_counts_beyond_32767() {
         let g = Geometry::scan(&file, KeyBytes::default(), &mut |_| true).unwrap();
         assert!(g.two_d && g.complete());
     }
+}
+
+/// Beyond 65,535 samples neither 16-bit count can say it: the writer puts 0
+/// in both and the count in the extended field, which the reader takes.
+#[test]
+fn written_counts_beyond_65535_read_back() {
+    for endian in [Endian::Big, Endian::Little] {
+        let ns = 70_001;
+        let mut f = head(endian, SampleFormat::Int16, ns);
+        assert_eq!(vds_segy::binary::field_i64(&f[3200..], 21, FieldType::U16, endian), Some(0));
+        assert_eq!(vds_segy::binary::field_i64(&f[3200..], 69, FieldType::I32, endian), Some(ns as i64));
+        for t in 0..2 {
+            trace(&mut f, endian, t, ns, |s| (s % 20_000) as i16 + t as i16);
+        }
+        let file = SegyFile::open(&f[..]).unwrap();
+        assert_eq!((file.binary.revision.0, file.samples, file.traces), (2, ns, 2));
+        let mut out = vec![0u8; 2 * 4];
+        file.read_samples(1, 69_997, &mut out, &mut Vec::new()).unwrap();
+        let got: Vec<i16> = out.chunks_exact(2).map(|c| i16::from_ne_bytes([c[0], c[1]])).collect();
+        assert_eq!(got, (69_997..70_001).map(|s| (s % 20_000) as i16 + 1).collect::<Vec<_>>());
+    }
+    let e = binary_header(Endian::Big, SampleFormat::Int16, 1 << 31, 500.0).unwrap_err();
+    assert!(e.to_string().contains("at most 2147483647"), "{e}");
 }
 
 #[test]
