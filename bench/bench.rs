@@ -3,7 +3,7 @@
 //! Markdown tables.
 //!
 //! ```text
-//! cargo run --release --example bench -- [--quick] [--dir DIR] [--suite a,b,c,d] [--codec uncompressed,deflate,zstd]
+//! cargo run --release --example bench -- [--quick] [--dir DIR] [--suite a,b,c,d,e] [--codec uncompressed,deflate,zstd]
 //! ```
 //! Timings are the median of several runs on a warm cache. Files are written
 //! with `Durability::None` (no fsync), as the peers and the floors write theirs.
@@ -203,6 +203,28 @@ fn volume(n: usize) -> Vec<f32> {
 }
 
 /// Suite (b): a float32 volume in 64^3 chunks, uncompressed and with deflate.
+/// Writes an n^3 volume in 64^3 bricks, with `tiles` also in 2-D tiles
+/// across each pair of axes, and with `blocks` inside the bricks.
+fn write_bricks(path: &Path, vol: &[f32], codec: Codec, tiles: bool, blocks: Option<[u64; 3]>) {
+    let nn = (vol.len() as f64).cbrt().round() as u64;
+    let mut var = VariableBuilder::new("v", DType::Float32, &["i", "j", "k"]);
+    var.chunk(&[64, 64, 64]).codec(codec).blocks(blocks.as_ref().map(|b| &b[..]));
+    if tiles {
+        var.partitioning(&[1, nn, nn]).partitioning(&[nn, 1, nn]).partitioning(&[nn, nn, 1]);
+    }
+    let mut ds = DatasetBuilder::new()
+        .overwrite(true)
+        .durability(Durability::None)
+        .axis(Axis::new("i", nn))
+        .axis(Axis::new("j", nn))
+        .axis(Axis::new("k", nn))
+        .variable(&var)
+        .create(path)
+        .unwrap();
+    ds.write("v", &Region::full(&[nn, nn, nn]).unwrap(), Order::C, vol).unwrap();
+    ds.close().unwrap();
+}
+
 fn suite_b(o: &Opts) {
     let n = if o.quick { 256 } else { 512 };
     let dir = o.dir.join("b");
@@ -223,25 +245,7 @@ fn suite_b(o: &Opts) {
         }
         let mut t = Table::new(&format!("(b) {n}^3 float32 volume, 64^3 chunks, {label}"));
         let path = dir.join("vol.vds");
-        // The volume in 64^3 bricks, and with `tiles` also in 2-D tiles across each pair of axes.
-        let write_volume = |path: &Path, tiles: bool| {
-            let mut var = VariableBuilder::new("v", DType::Float32, &["i", "j", "k"]);
-            var.chunk(&[64, 64, 64]).codec(codec);
-            if tiles {
-                var.partitioning(&[1, nn, nn]).partitioning(&[nn, 1, nn]).partitioning(&[nn, nn, 1]);
-            }
-            let mut ds = DatasetBuilder::new()
-                .overwrite(true)
-                .durability(Durability::None)
-                .axis(Axis::new("i", nn))
-                .axis(Axis::new("j", nn))
-                .axis(Axis::new("k", nn))
-                .variable(&var)
-                .create(path)
-                .unwrap();
-            ds.write("v", &Region::full(&shape).unwrap(), Order::C, &vol).unwrap();
-            ds.close().unwrap();
-        };
+        let write_volume = |path: &Path, tiles: bool| write_bricks(path, &vol, codec, tiles, None);
         let w = time(3, || write_volume(&path, false));
         t.row("full write", w, raw.len() as u64, disk(&path), floor_w);
         // Each timed read opens the file afresh: the OS cache is warm, libvds's chunk cache is not.
@@ -300,6 +304,92 @@ fn suite_b(o: &Opts) {
         t.print();
         let r: Vec<String> = tile_ratios.iter().map(|r| format!("{r:.1}x")).collect();
         println!("slices from 2-D tiles against bricks ({label}): {} faster along axes 0, 1, 2\n", r.join(", "));
+    }
+}
+
+/// Suite (e): blocks inside 64^3 bricks (SPEC.md 6.5): for each block
+/// shape, the size on disk, a full read, 1000 random traces, 1000 random
+/// 8^3 boxes and a slice across each axis, against whole bricks.
+fn suite_e(o: &Opts) {
+    let n = if o.quick { 256 } else { 512 };
+    let dir = o.dir.join("e");
+    std::fs::create_dir_all(&dir).unwrap();
+    let vol = volume(n);
+    let nn = n as u64;
+    let shape = [nn, nn, nn];
+    let mut seed = 11u64;
+    let mut rnd = move |m: u64| {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (seed >> 33) % m
+    };
+    let traces: Vec<[u64; 3]> = (0..1000).map(|_| [rnd(nn), rnd(nn), 0]).collect();
+    let boxes: Vec<[u64; 3]> = (0..1000).map(|_| [rnd(nn - 8), rnd(nn - 8), rnd(nn - 8)]).collect();
+    let codecs = [("deflate level 1 + shuffle", Codec::deflate(1)), ("zstd level 1 + shuffle", Codec::zstd(1))];
+    let shapes: [(&str, Option<[u64; 3]>); 5] = [
+        ("whole 64^3 bricks", None),
+        ("32^3 blocks", Some([32, 32, 32])),
+        ("16^3 blocks", Some([16, 16, 16])),
+        ("8x8x64 blocks (trace-shaped)", Some([8, 8, 64])),
+        ("64x64x4 blocks (time-slice-shaped)", Some([64, 64, 4])),
+    ];
+    for (label, codec) in codecs {
+        if !o.codecs.is_empty() && !o.codecs.iter().any(|c| label.starts_with(c.as_str())) {
+            continue;
+        }
+        println!("\n### (e) {n}^3 float32 volume, 64^3 bricks, {label}: blocks inside the bricks\n");
+        println!(
+            "| layout | on disk | full read | 1000 random traces | 1000 random 8^3 boxes | slice axis 0 | slice axis 1 | slice axis 2 |"
+        );
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+        let mut base: Option<[f64; 6]> = None;
+        for (name, blocks) in shapes {
+            let path = dir.join("blocks.vds");
+            write_bricks(&path, &vol, codec, false, blocks);
+            settle();
+            let mut out = vec![0f32; vol.len()];
+            let full = time(3, || Dataset::open(&path).unwrap().read("v", &Region::full(&shape).unwrap(), Order::C, &mut out).unwrap());
+            assert!(out == vol);
+            let mut trace = vec![0f32; n];
+            let tr = time(3, || {
+                let ds = Dataset::open(&path).unwrap();
+                traces.iter().for_each(|s| ds.read("v", &Region::new(s, &[1, 1, nn]).unwrap(), Order::C, &mut trace).unwrap())
+            });
+            let mut small = vec![0f32; 512];
+            let bx = time(3, || {
+                let ds = Dataset::open(&path).unwrap();
+                boxes.iter().for_each(|s| ds.read("v", &Region::new(s, &[8, 8, 8]).unwrap(), Order::C, &mut small).unwrap())
+            });
+            let mut slices = [0f64; 3];
+            for (axis, t) in slices.iter_mut().enumerate() {
+                let mut start = [0u64; 3];
+                let mut sh = shape;
+                start[axis] = nn / 2 + 3;
+                sh[axis] = 1;
+                let region = Region::new(&start, &sh).unwrap();
+                let mut plane = vec![0f32; n * n];
+                *t = time(5, || Dataset::open(&path).unwrap().read("v", &region, Order::C, &mut plane).unwrap());
+            }
+            let row = [full, tr, bx, slices[0], slices[1], slices[2]];
+            let b = *base.get_or_insert(row);
+            let cell = |k: usize| {
+                if blocks.is_none() {
+                    fmt_time(row[k])
+                } else {
+                    format!("{} ({:.2}x)", fmt_time(row[k]), row[k] / b[k])
+                }
+            };
+            println!(
+                "| {name} | {:.1} MiB | {} | {} | {} | {} | {} | {} |",
+                disk(&path) as f64 / 1048576.0,
+                cell(0),
+                cell(1),
+                cell(2),
+                cell(3),
+                cell(4),
+                cell(5)
+            );
+        }
+        println!("\n(each time in parentheses is the ratio to whole bricks: below 1 is faster)");
     }
 }
 
@@ -425,6 +515,7 @@ fn main() {
             "b" => suite_b(&o),
             "c" => suite_c(&o),
             "d" => suite_d(&o),
+            "e" => suite_e(&o),
             _ => eprintln!("unknown suite {s}"),
         }
     }

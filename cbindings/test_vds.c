@@ -617,11 +617,10 @@ static void test_calls_during_thread_teardown(void) {
     pthread_key_delete(teardown_key);
 }
 
-/* A builder of a 16 x 12 x 10 float volume "amp" in 4^3 bricks. */
-static vds_builder *layers_builder(void) {
+/* A builder of a 16 x 12 x 10 float volume "amp" in chunks of `brick`. */
+static vds_builder *volume_builder(const uint64_t brick[3]) {
     vds_builder *b = NULL;
     const char *axes[3] = {"inline", "crossline", "time"};
-    uint64_t brick[3] = {4, 4, 4};
     OK(vds_builder_new(&b));
     OK(vds_builder_add_axis(b, "inline", 16, NULL, 0.0, 15.0));
     OK(vds_builder_add_axis(b, "crossline", 12, NULL, 0.0, 11.0));
@@ -629,6 +628,12 @@ static vds_builder *layers_builder(void) {
     OK(vds_builder_add_variable(b, "amp", VDS_FLOAT32, axes, 3, brick));
     OK(vds_builder_set_overwrite(b, true));
     return b;
+}
+
+/* The volume of volume_builder in 4^3 bricks. */
+static vds_builder *layers_builder(void) {
+    uint64_t brick[3] = {4, 4, 4};
+    return volume_builder(brick);
 }
 
 /* Levels of detail and 2-D tiles: the volume of layers_builder plus tiles
@@ -726,6 +731,42 @@ static void test_layers(void) {
 }
 
 /* Quantized storage and a no-value marker. */
+/* Chunks made of blocks: a trace through 8 x 4 x 10 blocks of one
+ * 16 x 12 x 10 chunk reads the same values as the data, and fewer stored
+ * bytes than the chunk. */
+static void test_blocks(void) {
+    vds_builder *b = NULL;
+    vds_dataset *ds = NULL;
+    uint64_t block[3] = {8, 4, 10}, bad[3] = {8, 0, 10}, brick[3] = {16, 12, 10};
+    uint64_t start[3] = {0, 0, 0}, shape[3] = {16, 12, 10}, trace_start[3] = {9, 7, 0}, trace_shape[3] = {1, 1, 10};
+    uint64_t before = 0, after = 0;
+    static float data[16 * 12 * 10], trace[10];
+    int i, ok_all = 1;
+    for (i = 0; i < 16 * 12 * 10; i++) data[i] = (float)((i * 37) % 101) - 50.0f;
+
+    b = volume_builder(brick);
+    EXPECT(vds_builder_set_blocks(b, "amp", NULL, 3), VDS_ERR_NULL_POINTER, "block");
+    EXPECT(vds_builder_set_blocks(b, "nope", block, 3), VDS_ERR_NOT_FOUND, "no variable named");
+    OK(vds_builder_set_blocks(b, "amp", bad, 3));
+    EXPECT(vds_builder_create(b, path_in("blocks.vds"), &ds), VDS_ERR_INVALID_ARGUMENT, "1 to its chunk extent");
+    OK(vds_builder_set_blocks(b, "amp", block, 3));
+    OK(vds_builder_create(b, path_in("blocks.vds"), &ds));
+    OK(vds_builder_free(b));
+    if (!ds) return;
+    OK(vds_write(ds, 0, VDS_FLOAT32, start, shape, NULL, 3, VDS_ORDER_C, (const uint8_t *)data, sizeof data));
+    OK(vds_close(ds));
+
+    OK(vds_open(path_in("blocks.vds"), VDS_OPEN_READ, &ds));
+    OK(vds_stored_bytes_read(ds, &before));
+    OK(vds_read(ds, 0, VDS_FLOAT32, trace_start, trace_shape, NULL, 3, VDS_ORDER_C, (uint8_t *)trace, sizeof trace));
+    OK(vds_stored_bytes_read(ds, &after));
+    for (i = 0; i < 10; i++) ok_all &= trace[i] == data[9 * 120 + 7 * 10 + i];
+    CHECK(ok_all);
+    /* One of the chunk's six blocks and its table, not the whole chunk. */
+    CHECK(after - before < 16 * 12 * 10 * sizeof(float) / 2);
+    OK(vds_close(ds));
+}
+
 static void test_quantization(void) {
     vds_builder *b = NULL;
     vds_dataset *ds = NULL;
@@ -1070,6 +1111,7 @@ int main(int argc, char **argv) {
     test_reopen_lock_and_handles(path);
     test_damaged_files(path);
     test_layers();
+    test_blocks();
     test_quantization();
     test_mask();
     test_margins();

@@ -1207,6 +1207,22 @@ vds_status vds_builder_add_partitioning(struct vds_builder *b,
                                         size_t ndim);
 
 /**
+ * Makes the stored chunks of variable `var` (its first partitioning, at
+ * every level of detail) out of blocks of `block[0..ndim]` (one extent
+ * per axis, each 1 to the chunk's), each encoded on its own (format 1.5):
+ * a read that covers part of a chunk then reads and decodes only the
+ * blocks it overlaps. `ndim` 0 (`block` may be NULL) stores whole chunks.
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+ * `VDS_ERR_NOT_FOUND`, `VDS_ERR_INVALID_ARGUMENT` (`ndim` above 8). The
+ * shape is checked by `vds_builder_create`.
+ */
+vds_status vds_builder_set_blocks(struct vds_builder *b,
+                                  const char *var,
+                                  const uint64_t *block,
+                                  size_t ndim);
+
+/**
  * Stores what layer (`lod`, `partitioning`) of variable `var` is in `*out_info`.
  *
  * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,

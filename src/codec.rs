@@ -12,6 +12,7 @@
 
 use crate::spec::{Codec, Compression, DType};
 
+pub(crate) mod blocks;
 mod deflate;
 #[cfg(feature = "zstd")]
 mod zstd;

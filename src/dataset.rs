@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+mod blocks;
 mod builder;
 mod chunking;
 mod commit;

@@ -4,6 +4,7 @@
 //! tests/data/v1.2/ by format 1.2 with `generate_1_2`, those in
 //! tests/data/v1.3/ by format 1.3 with `generate_1_3`, those in
 //! tests/data/v1.4/ by format 1.4 with `generate_1_4_tiny` and `generate_1_4_grown`,
+//! those in tests/data/v1.5/ by format 1.5 with `generate_1_5_blocks`,
 //! below and are never rewritten: a change that breaks reading them breaks
 //! users' files. (`VDS_WRITE_GOLDEN=1 cargo test --test backward_compatibility`
 //! writes them, for a new format version's directory only.)
@@ -449,4 +450,52 @@ fn check_1_4_grown(name: &str) {
 fn format_1_4_files_stay_readable() {
     golden(DIR_1_4, "golden-1.4-tiny.vds", generate_1_4_tiny, check_1_4_tiny);
     golden(DIR_1_4, "golden-1.4-grown.vds", generate_1_4_grown, check_1_4_grown);
+}
+
+const DIR_1_5: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v1.5");
+
+fn wave(i: u64, j: u64, k: u64) -> f32 {
+    ((i as f32 * 0.4).sin() + (j as f32 * 0.3).cos()) * k as f32
+}
+
+/// Format 1.5: chunks made of blocks (SPEC.md 6.5), with constant blocks
+/// and blocks clipped at the chunk's edge.
+fn generate_1_5_blocks(name: &str) {
+    let path = std::path::Path::new(DIR_1_5).join(name);
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("inline", 20))
+        .axis(Axis::new("crossline", 18))
+        .axis(Axis::new("sample", 24))
+        .variable(
+            VariableBuilder::new("amplitude", DType::Float32, &["inline", "crossline", "sample"])
+                .chunk(&[16, 16, 16])
+                .blocks(Some(&[6, 8, 16]))
+                .codec(Codec::deflate(6)),
+        )
+        .attribute("created_by", "format 1.5 golden file")
+        .create(&path)
+        .unwrap();
+    let data: Vec<f32> = (0..20 * 18 * 24).map(|n| wave(n / (18 * 24), n / 24 % 18, n % 24)).collect();
+    ds.write("amplitude", &Region::full(&[20, 18, 24]).unwrap(), Order::C, &data).unwrap();
+    ds.close().unwrap();
+}
+
+fn check_1_5_blocks(name: &str) {
+    let path = std::path::Path::new(DIR_1_5).join(name);
+    assert!(path.exists(), "{} is missing: golden files are committed, never regenerated", path.display());
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.format_version(), [1, 5]);
+    assert_eq!(ds.attributes()["created_by"], json!("format 1.5 golden file"));
+    assert_eq!(ds.variable("amplitude").unwrap().block_shape(), Some(&[6u64, 8, 16][..]));
+    let all: Vec<f32> = ds.read_vec("amplitude", &Region::full(&[20, 18, 24]).unwrap(), Order::C).unwrap();
+    assert!(all.iter().enumerate().all(|(n, &v)| v == wave(n as u64 / (18 * 24), n as u64 / 24 % 18, n as u64 % 24)));
+    // A trace, read block by block.
+    let trace: Vec<f32> = ds.read_vec("amplitude", &Region::new(&[7, 9, 0], &[1, 1, 24]).unwrap(), Order::C).unwrap();
+    assert!(trace.iter().enumerate().all(|(k, &v)| v == wave(7, 9, k as u64)));
+    assert!(ds.verify_full().unwrap().is_ok());
+}
+
+#[test]
+fn format_1_5_files_stay_readable() {
+    golden(DIR_1_5, "golden-1.5-blocks.vds", generate_1_5_blocks, check_1_5_blocks);
 }

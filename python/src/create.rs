@@ -66,6 +66,7 @@ struct VariableSpec {
     margin: Option<[u64; 2]>,
     #[serde(default)]
     mask: bool,
+    blocks: Option<Vec<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -170,6 +171,7 @@ fn variable(py: Python<'_>, v: &VariableSpec) -> PyResult<VariableBuilder> {
         b.margin(neg, pos);
     }
     b.missing_mask(v.mask);
+    b.blocks(v.blocks.as_deref());
     Ok(b)
 }
 

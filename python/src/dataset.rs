@@ -224,6 +224,7 @@ fn variable_dict<'py>(py: Python<'py>, v: &vds::Variable) -> PyResult<Bound<'py,
     d.set_item("lod_axes", v.lod_axes())?;
     d.set_item("lod_method", format!("{:?}", v.lod_method()).to_lowercase())?;
     d.set_item("partitionings", v.partitionings().to_vec())?;
+    d.set_item("blocks", v.block_shape().map(<[u64]>::to_vec))?;
     d.set_item("margin", v.margin().to_vec())?;
     d.set_item("mask", v.has_mask())?;
     let q = match v.quantization() {

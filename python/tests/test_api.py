@@ -135,6 +135,21 @@ def test_levels_of_detail_and_slices(tmp_path, rng):
     ds.close()
 
 
+def test_blocks_inside_chunks(tmp_path, rng):
+    ds, ref = volume(tmp_path, rng, chunks=[16, 12, 10], blocks=[4, 6, 10])
+    assert ds["amp"].blocks == (4, 6, 10)
+    ds.close()
+    with vds.open(tmp_path / "vol.vds") as ds:
+        amp = ds["amp"]
+        # Traces, small boxes and strided reads, each against NumPy's indexing of the reference.
+        for sel in [(3, 7, slice(None)), (slice(5, 9), slice(2, 5), slice(1, 4)), (slice(None, None, 3), 4, slice(None, None, -2)), (-1, -1, -1)]:
+            np.testing.assert_array_equal(amp[sel], ref[sel])
+        np.testing.assert_array_equal(np.asarray(amp), ref)
+        assert ds.verify(full=True)["ok"]
+    with pytest.raises(vds.InvalidArgumentError, match="1 to its chunk extent"):
+        volume(tmp_path, rng, name="bad.vds", blocks=[0, 8, 8])
+
+
 def test_missing_value_mask(tmp_path, rng):
     ds, ref = volume(tmp_path, rng, mask=True)
     v = ds["amp"]

@@ -171,7 +171,7 @@ def _codec_spec(c):
 
 
 _VAR_KEYS = {"dtype", "dims", "chunks", "codec", "fill_value", "unit", "attrs", "lods", "lod_axes", "lod_method",
-             "partitionings", "no_value", "quantization", "margin", "mask"}
+             "partitionings", "no_value", "quantization", "margin", "mask", "blocks"}
 
 
 def _variable_spec(name, v):
@@ -197,6 +197,7 @@ def _variable_spec(name, v):
         "quantization": q,
         "margin": None if margin is None else ([margin, margin] if isinstance(margin, int) else list(margin)),
         "mask": bool(v.get("mask", False)),
+        "blocks": None if v.get("blocks") is None else [int(b) for b in v["blocks"]],
     }
 
 
@@ -217,9 +218,11 @@ def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping
     ``fill_value``, ``unit``, ``attrs``, ``lods`` (levels of detail,
     with ``lod_axes`` and ``lod_method`` "average" or "nearest"),
     ``partitionings`` (further chunk shapes, such as 2-D tiles), ``no_value``,
-    ``quantization`` (``(storage dtype, min, max)``), ``margin`` and ``mask``
-    (keep a missing-value mask). A sequence of dicts each with a ``name``
-    works too.
+    ``quantization`` (``(storage dtype, min, max)``), ``margin``, ``mask``
+    (keep a missing-value mask) and ``blocks`` (a block shape inside each
+    chunk: each block is encoded on its own, so that reading a trace or a
+    small box decodes only the blocks it touches). A sequence of dicts each
+    with a ``name`` works too.
 
     ``attrs``: the dataset's attributes (JSON values). ``overwrite`` replaces
     an existing file (else :class:`AlreadyExistsError`); ``slots`` names

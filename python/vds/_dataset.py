@@ -452,6 +452,12 @@ class Variable:
         return [tuple(p) for p in self._info()["partitionings"]]
 
     @property
+    def blocks(self) -> tuple[int, ...] | None:
+        """The shape of the blocks each stored chunk is made of (each read and decoded on its own), or None."""
+        b = self._info()["blocks"]
+        return None if b is None else tuple(b)
+
+    @property
     def quantization(self) -> dict[str, Any] | None:
         """How values are stored as integers: a dict (``storage``, ``min``, ``max``), or None."""
         q = self._info()["quantization"]

@@ -4,9 +4,8 @@
 use super::{chunking, locking, slots, Dataset, Durability, Layout, DEFAULT_MEMORY_LIMIT};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::spec::{
-    Axis, AxisJson, Codec, CodecJson, DType, DescriptorJson, FeaturesJson, LodJson, LodMethod, PartitioningJson, QuantJson, Scalar,
-    SlotJson, VariableJson, FEATURE_CHUNK_HASHES, FEATURE_LOD, FEATURE_MARGINS, FEATURE_MASK, FEATURE_NO_VALUE, FEATURE_PARTITIONINGS,
-    FEATURE_QUANTIZATION, FEATURE_ZSTD, FORMAT_MAJOR, FORMAT_MINOR,
+    features_used_by, Axis, AxisJson, Codec, CodecJson, DType, DescriptorJson, LodJson, LodMethod, PartitioningJson, QuantJson, Scalar,
+    SlotJson, VariableJson, FORMAT_MAJOR, FORMAT_MINOR,
 };
 use crate::storage::{open_regular, FileStorage, Storage};
 use serde_json::{Map, Value};
@@ -27,6 +26,7 @@ pub struct VariableBuilder {
     attributes: Map<String, Value>,
     lod: Option<(u8, Vec<String>, LodMethod)>,
     partitionings: Vec<Vec<u64>>,
+    blocks: Option<Vec<u64>>,
     fill_set: bool,
     no_value: Option<Scalar>,
     quantization: Option<(DType, f64, f64)>,
@@ -50,6 +50,7 @@ impl VariableBuilder {
             attributes: Map::new(),
             lod: None,
             partitionings: Vec::new(),
+            blocks: None,
             fill_set: false,
             no_value: None,
             quantization: None,
@@ -153,6 +154,17 @@ impl VariableBuilder {
         self.mask = on;
         self
     }
+    /// Makes each stored chunk (of the first partitioning, at every level
+    /// of detail) out of blocks of this shape, each encoded on its own with
+    /// the variable's codec (format 1.5, SPEC.md 6.5): a read that touches
+    /// part of a chunk then reads and decodes only the blocks it overlaps,
+    /// so a trace or a small box through large bricks costs a few blocks
+    /// instead of a whole brick. Each axis takes 1 to its chunk extent;
+    /// not for bool variables or with margins. `None` stores whole chunks.
+    pub fn blocks(&mut self, shape: Option<&[u64]>) -> &mut VariableBuilder {
+        self.blocks = shape.map(<[u64]>::to_vec);
+        self
+    }
 
     fn to_json(&self, axes: &[Axis]) -> Result<VariableJson> {
         let chunk = match &self.chunk {
@@ -192,6 +204,7 @@ impl VariableBuilder {
             }),
             mask: self.mask,
             margin: (self.margin != [0, 0]).then_some(self.margin),
+            blocks: self.blocks.clone(),
             extra: Map::new(),
         })
     }
@@ -298,30 +311,8 @@ impl DatasetBuilder {
             })
             .collect();
         let variables = self.variables.iter().map(|v| v.to_json(&self.axes)).collect::<Result<Vec<_>>>()?;
-        // Readers that do not know levels of detail or partitionings read
-        // level 0 of the first partitioning correctly, but must not write.
-        let mut features = FeaturesJson { compat: vec![FEATURE_CHUNK_HASHES.into()], ..FeaturesJson::default() };
-        if variables.iter().any(|v| v.lod.is_some()) {
-            features.ro_compat.push(FEATURE_LOD.into());
-        }
-        if variables.iter().any(|v| !v.partitionings.is_empty()) {
-            features.ro_compat.push(FEATURE_PARTITIONINGS.into());
-        }
-        if variables.iter().any(|v| v.no_value.is_some()) {
-            features.compat.push(FEATURE_NO_VALUE.into());
-        }
-        if variables.iter().any(|v| v.quantization.is_some()) {
-            features.incompat.push(FEATURE_QUANTIZATION.into());
-        }
-        if variables.iter().any(|v| v.mask) {
-            features.ro_compat.push(FEATURE_MASK.into());
-        }
-        if variables.iter().any(|v| v.margin.is_some()) {
-            features.incompat.push(FEATURE_MARGINS.into());
-        }
-        if variables.iter().any(|v| v.codec.id == "zstd") {
-            features.incompat.push(FEATURE_ZSTD.into());
-        }
+        // Each feature the variables use, in its list (SPEC.md 3.4).
+        let features = features_used_by(&variables);
         let d = DescriptorJson {
             format: "vds".into(),
             version: [FORMAT_MAJOR, FORMAT_MINOR],

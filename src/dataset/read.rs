@@ -7,7 +7,7 @@ use super::plan::{chunk_key, cores, fill_chunk, for_each_chunk, pipeline, ChunkP
 use super::{quant, slots, Dataset, VarRef, READ_AHEAD};
 use crate::array::{as_bytes_mut, copy_block, fill_block, is_one_run, Element, Order, Region};
 use crate::cache::ChunkId;
-use crate::codec;
+use crate::codec::{self, blocks, blocks::CODEC_BLOCKS};
 use crate::commit::body_start;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hash::xxh64;
@@ -170,6 +170,8 @@ impl Dataset {
         // Fill and constant chunks are written at once; stored ones are gathered
         // so that those not in the cache can be decoded on several cores.
         let mut stored: Vec<(Vec<u64>, ChunkPlan, Entry)> = Vec::new();
+        // Parts of chunks made of blocks, read block by block.
+        let mut partial: Vec<(Vec<u64>, ChunkPlan, Entry)> = Vec::new();
         for_each_chunk(var, region, order, false, |coords, plan| {
             let key = chunk_key(var, coords);
             if let Some(data) = self.held(&key) {
@@ -182,6 +184,7 @@ impl Dataset {
                     fill_block(&plan.dst_spans(), &constant_native(var, &value, coords)?[..esize], out, plan.dst0);
                 }
                 Some(e) if self.read_direct(var, coords, plan, e, out)? => {}
+                Some(e) if self.reads_blocks(var, &e, plan) => partial.push((coords.to_vec(), plan.clone(), e)),
                 Some(e) => stored.push((coords.to_vec(), plan.clone(), e)),
             }
             Ok(())
@@ -217,6 +220,9 @@ impl Dataset {
                 })?;
             }
             from = to;
+        }
+        if !partial.is_empty() {
+            self.read_block_parts(var, &partial, out, parallel)?;
         }
         Ok(())
     }
@@ -365,25 +371,28 @@ impl Dataset {
         // it, in this order: lengths against the chunk shape, then against what
         // compression can do, then against the file that holds the bytes.
         let raw = codec::raw_len(var.dtype, var.chunk_elems);
-        // Stored bytes are never longer than the raw form (SPEC.md section 6).
-        if length == 0 || length as usize > raw {
-            return Err(bad(format!("stored length {length} outside 1..={raw}")));
+        // Stored bytes are never longer than the raw form (SPEC.md section
+        // 6), and a chunk made of blocks than its blocks' raw forms and its
+        // table (6.5).
+        let grid = if codec == CODEC_BLOCKS {
+            Some(var.block_grid().ok_or_else(|| bad(format!("codec byte {codec:#04x} (blocks) in a variable that declares no blocks")))?)
+        } else {
+            None
+        };
+        let (min_len, max_len) = grid.as_ref().map_or((1, raw), |g| (g.table_len(), raw + g.table_len()));
+        if (length as usize) < min_len || length as usize > max_len {
+            return Err(bad(format!("stored length {length} outside {min_len}..={max_len}")));
         }
         // Codec byte 2 is a format 1.3 feature: a file must announce it (SPEC.md 6.3).
         if codec & 0x0f == codec::CODEC_ZSTD && !self.desc.features.incompat.iter().any(|f| f == FEATURE_ZSTD) {
             return Err(bad(format!("codec byte {codec:#04x} (zstd) in a file that does not list the feature \"zstd\"")));
         }
-        // No codec expands beyond a fixed ratio: a short entry cannot claim a huge chunk.
-        if (raw as u64) > u64::from(length) * codec::max_expansion(codec) + 1024 {
+        // No codec expands beyond a fixed ratio: a short entry cannot claim a
+        // huge chunk. (A chunk of blocks has a table entry for every block.)
+        if grid.is_none() && (raw as u64) > u64::from(length) * codec::max_expansion(codec) + 1024 {
             return Err(bad(format!("{length} stored bytes cannot hold a chunk of {raw} bytes")));
         }
-        let storage = self.slot_storage(slot).map_err(|e| {
-            if e.kind() == ErrorKind::NotFound && slot as usize > self.desc.slots.len() {
-                bad(format!("file slot {slot} does not exist"))
-            } else {
-                e
-            }
-        })?;
+        let storage = self.stored_storage(var, coords, slot, offset)?;
         self.check_stored_range(&*storage, slot, offset, length)?.map_err(bad)?;
         self.reserve(buf, var.chunk_elems * var.esize(), &object())?;
         // An uncompressed chunk whose stored form is its memory form is read
@@ -413,10 +422,30 @@ impl Dataset {
         if in_place {
             return Ok(());
         }
-        codec::decode(var.dtype, codec, &stored, buf).map_err(bad)
+        match grid {
+            Some(grid) => blocks::decode_chunk(var.dtype, &grid, &stored, buf).map_err(bad),
+            None => codec::decode(var.dtype, codec, &stored, buf).map_err(bad),
+        }
     }
 
-    fn count_read(&self, length: u32) {
+    /// The storage of the file slot a stored chunk names; a slot the
+    /// dataset does not have is damage in the chunk's entry.
+    pub(super) fn stored_storage(&self, var: &Variable, coords: &[u64], slot: u16, offset: u64) -> Result<Arc<dyn Storage>> {
+        self.slot_storage(slot).map_err(|e| {
+            if e.kind() == ErrorKind::NotFound && slot as usize > self.desc.slots.len() {
+                Error::corrupt(
+                    format!("chunk {coords:?} of variable {:?}", var.name),
+                    slot,
+                    offset,
+                    format!("file slot {slot} does not exist"),
+                )
+            } else {
+                e
+            }
+        })
+    }
+
+    pub(super) fn count_read(&self, length: u32) {
         self.bytes_read.fetch_add(u64::from(length), std::sync::atomic::Ordering::Relaxed);
     }
 
@@ -470,7 +499,7 @@ pub(super) fn check_constant(var: &Variable, value: &[u8; 8], coords: &[u64]) ->
 }
 
 /// The cache identity of a stored chunk decoded as a chunk of `var`.
-fn chunk_id(var: &Variable, slot: u16, offset: u64, length: u32, crc: u32) -> ChunkId {
+pub(super) fn chunk_id(var: &Variable, slot: u16, offset: u64, length: u32, crc: u32) -> ChunkId {
     let dtype = DType::ALL.iter().position(|&d| d == var.dtype).unwrap_or(0) as u8;
     (slot, offset, length, crc, dtype, var.chunk_elems)
 }

@@ -6,7 +6,7 @@
 use super::plan::{chunk_key, cores, fill_chunk, for_each_chunk, pipeline, valid_part, ChunkPlan, PARALLEL_MIN_BYTES};
 use super::{quant, Dataset, SlotPolicy, VarRef};
 use crate::array::{as_bytes, block_is_constant, copy_block, Element, Order, Region, Span};
-use crate::codec;
+use crate::codec::{self, blocks, blocks::CODEC_BLOCKS};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::index::Entry;
 use crate::spec::{DType, Variable};
@@ -286,7 +286,10 @@ pub(super) fn prepare(var: &Variable, coords: &[u64], buf: &[u8]) -> Prepared {
         codec::native_to_le(&mut value[..esize], esize);
         return Prepared::Entry(if value == var.fill { Entry::Fill } else { Entry::Constant { value } });
     }
-    let (codec_byte, bytes) = codec::encode(var.dtype, var.codec, buf);
+    let (codec_byte, bytes) = match var.block_grid() {
+        Some(grid) => (CODEC_BLOCKS, blocks::encode_chunk(var.dtype, var.codec, &grid, buf)),
+        None => codec::encode(var.dtype, var.codec, buf),
+    };
     let (crc, hash) = crate::hash::crc32_xxh64(&bytes);
     Prepared::Bytes { codec: codec_byte, bytes, crc, hash }
 }

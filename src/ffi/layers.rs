@@ -108,6 +108,38 @@ pub unsafe extern "C" fn vds_builder_add_partitioning(
     })
 }
 
+/// Makes the stored chunks of variable `var` (its first partitioning, at
+/// every level of detail) out of blocks of `block[0..ndim]` (one extent
+/// per axis, each 1 to the chunk's), each encoded on its own (format 1.5):
+/// a read that covers part of a chunk then reads and decodes only the
+/// blocks it overlaps. `ndim` 0 (`block` may be NULL) stores whole chunks.
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+/// `VDS_ERR_NOT_FOUND`, `VDS_ERR_INVALID_ARGUMENT` (`ndim` above 8). The
+/// shape is checked by `vds_builder_create`.
+#[no_mangle]
+pub unsafe extern "C" fn vds_builder_set_blocks(
+    b: *mut super::vds_builder,
+    var: *const c_char,
+    block: *const u64,
+    ndim: usize,
+) -> vds_status {
+    ffi_boundary!("vds_builder_set_blocks", {
+        // SAFETY: the caller promises a string and `ndim` readable extents.
+        let var = unsafe { arg_str(var, "var")? };
+        let shape = if ndim == 0 {
+            None
+        } else {
+            // SAFETY: as above; arg_slice bounds ndim by MAX_DIMS first.
+            Some(unsafe { arg_slice(block, ndim, MAX_DIMS, "block")? })
+        };
+        with_variable(b, var, |v| {
+            v.blocks(shape);
+            Ok(())
+        })
+    })
+}
+
 /// Stores what layer (`lod`, `partitioning`) of variable `var` is in `*out_info`.
 ///
 /// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,

@@ -8,6 +8,7 @@ use super::{
     FORMAT_MAJOR, KNOWN_FEATURES, MAX_CHUNK_BYTES, MAX_DESCRIPTOR_BYTES, MAX_DIMS, MAX_LAYERS, MAX_LODS, MAX_MARGIN, MAX_PARTITIONINGS,
     MAX_SAMPLES, MAX_SLOTS, MAX_VARIABLES,
 };
+use crate::codec::blocks::MAX_BLOCKS;
 use crate::error::{Error, ErrorKind, Result};
 use crate::wire;
 use serde::{Deserialize, Serialize};
@@ -76,6 +77,10 @@ pub(crate) struct VariableJson {
     /// many samples before and after (format 1.1, feature "margins").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub margin: Option<[u64; 2]>,
+    /// Stored chunks are made of blocks of this shape, each encoded on its
+    /// own (format 1.5, feature "blocks").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<Vec<u64>>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -441,6 +446,26 @@ impl DescriptorJson {
             if margin.iter().any(|&m| m > MAX_MARGIN) {
                 return Err(format!("variable {:?}: margin {margin:?} exceeds {MAX_MARGIN} samples", v.name).into());
             }
+            let blocks = match &v.blocks {
+                None => None,
+                Some(b) => {
+                    if b.len() != v.chunk.len() || b.iter().zip(&v.chunk).any(|(&b, &c)| b == 0 || b > c) {
+                        return Err(format!("variable {:?}: block shape {b:?} must give each axis 1 to its chunk extent", v.name).into());
+                    }
+                    if dtype == DType::Bool || margin != [0, 0] {
+                        return Err(format!("variable {:?}: blocks need a numeric type and no margins", v.name).into());
+                    }
+                    let count = b.iter().zip(&v.chunk).fold(1u64, |n, (&b, &c)| n.saturating_mul(c.div_ceil(b)));
+                    if count > MAX_BLOCKS {
+                        return Err(format!(
+                            "variable {:?}: block shape {b:?} makes {count} blocks a chunk, more than {MAX_BLOCKS}",
+                            v.name
+                        )
+                        .into());
+                    }
+                    Some(b.clone())
+                }
+            };
             let padded: Vec<u64> = v.chunk.iter().map(|&c| c + margin[0] + margin[1]).collect();
             let padded_bytes = wire::product(&padded, "chunk element count").map_err(|e| format!("variable {:?}: {e}", v.name))?;
             if padded_bytes.saturating_mul(dtype.size() as u64) > MAX_CHUNK_BYTES {
@@ -469,6 +494,7 @@ impl DescriptorJson {
                 quant,
                 masks: Vec::new(),
                 margin,
+                blocks,
             };
             var.layers =
                 (0..lods).flat_map(|lod| (0..var.parts.len()).map(move |p| (lod, p))).map(|(lod, p)| var.make_layer(lod, p)).collect();

@@ -6,7 +6,7 @@
 //! any warning; so would one that lists a known name in a weaker list. Both
 //! are refused as invalid descriptors.
 
-use super::{DescriptorJson, VariableJson};
+use super::{DescriptorJson, FeaturesJson, VariableJson};
 
 /// A variable's codec is zstd (incompatible: a reader that does not know it
 /// cannot decode the chunks; format 1.3).
@@ -33,6 +33,11 @@ pub(crate) const FEATURE_LOD: &str = "levels_of_detail";
 /// compatible, for the same reason).
 pub(crate) const FEATURE_PARTITIONINGS: &str = "partitionings";
 
+/// A variable's chunks are made of independently encoded blocks
+/// (incompatible: a reader that does not know them cannot decode the
+/// chunks; format 1.5).
+pub(crate) const FEATURE_BLOCKS: &str = "blocks";
+
 /// The container has the compact layout: a head not padded to 4 KiB and
 /// 128-byte commit slots (incompatible: a reader that does not know it
 /// would look for the slots in the wrong place; format 1.4). Listed
@@ -50,6 +55,7 @@ pub(crate) const KNOWN_FEATURES: &[&str] = &[
     FEATURE_MASK,
     FEATURE_MARGINS,
     FEATURE_COMPACT,
+    FEATURE_BLOCKS,
     #[cfg(feature = "zstd")]
     FEATURE_ZSTD,
 ];
@@ -77,7 +83,7 @@ type Uses = fn(&VariableJson) -> bool;
 
 /// Every feature the format defines (in every build), with its list and
 /// what uses it.
-const DEFINED: [(&str, List, Uses); 7] = [
+const DEFINED: [(&str, List, Uses); 8] = [
     (FEATURE_NO_VALUE, List::Compat, |v| v.no_value.is_some()),
     (FEATURE_LOD, List::RoCompat, |v| v.lod.is_some()),
     (FEATURE_PARTITIONINGS, List::RoCompat, |v| !v.partitionings.is_empty()),
@@ -85,7 +91,25 @@ const DEFINED: [(&str, List, Uses); 7] = [
     (FEATURE_QUANTIZATION, List::Incompat, |v| v.quantization.is_some()),
     (FEATURE_MARGINS, List::Incompat, |v| v.margin.is_some_and(|m| m != [0, 0])),
     (FEATURE_ZSTD, List::Incompat, |v| v.codec.id == "zstd"),
+    (FEATURE_BLOCKS, List::Incompat, |v| v.blocks.is_some()),
 ];
+
+/// The features a new descriptor with these variables lists: those its
+/// variables use, each in its own list, and `chunk_hashes` (every entry
+/// this library writes records the XXH64 of its bytes).
+pub(crate) fn used_by(variables: &[VariableJson]) -> FeaturesJson {
+    let mut f = FeaturesJson { compat: vec![FEATURE_CHUNK_HASHES.into()], ..FeaturesJson::default() };
+    for &(name, list, uses) in &DEFINED {
+        if variables.iter().any(uses) {
+            match list {
+                List::Compat => f.compat.push(name.into()),
+                List::RoCompat => f.ro_compat.push(name.into()),
+                List::Incompat => f.incompat.push(name.into()),
+            }
+        }
+    }
+    f
+}
 
 /// Checks that every feature name the format defines appears only in its
 /// own list, and that every feature a variable uses is listed. Linear in

@@ -123,6 +123,9 @@ pub struct Variable {
     /// Samples each stored chunk of this layer carries before and after its
     /// own box along every axis (the first partitioning's bricks only).
     pub(crate) margin: [u64; 2],
+    /// The block shape inside each stored chunk (the first partitioning's
+    /// layers only), if the chunks are made of blocks.
+    pub(crate) blocks: Option<Vec<u64>>,
 }
 
 /// Quantized storage: values of a float variable kept as `storage`
@@ -211,6 +214,7 @@ impl Variable {
             grid,
             chunk_elems,
             margin,
+            blocks: if part == 0 { self.blocks.clone() } else { None },
             // A layer has no layers or partitionings of its own.
             parts: Vec::new(),
             layers: Vec::new(),
@@ -247,6 +251,7 @@ impl Variable {
             quant: None,
             codec: Codec::deflate(1).with_shuffle(false),
             layer_id: layer.layer_id | u16::from(MASK_LAYER),
+            blocks: None,
             ..layer.clone()
         }
     }
@@ -335,6 +340,15 @@ impl Variable {
     /// after its own box along every axis (`[0, 0]`: none).
     pub fn margin(&self) -> [u64; 2] {
         self.margin
+    }
+    /// The shape of the blocks each stored chunk is made of (format 1.5),
+    /// if it is: a read then decodes only the blocks it touches.
+    pub fn block_shape(&self) -> Option<&[u64]> {
+        self.blocks.as_deref()
+    }
+    /// The block grid of this layer's stored chunks, if they are made of blocks.
+    pub(crate) fn block_grid(&self) -> Option<crate::codec::blocks::BlockGrid> {
+        self.blocks.as_ref().map(|b| crate::codec::blocks::BlockGrid::new(&self.chunk, b))
     }
     /// The shape of a stored chunk of the first partitioning: the chunk
     /// shape plus both margins.

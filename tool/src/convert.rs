@@ -68,6 +68,10 @@ Options:
   --partitioning N,N,...  also store the data in chunks of this shape (2-D
                         tiles such as 1,256,256); VAR=... for one variable;
                         repeatable
+  --blocks N,N,...      make each chunk of blocks of this shape, each encoded
+                        on its own, so that reads of traces and small boxes
+                        decode only the blocks they touch; VAR=... for one
+                        variable; repeatable
   -f, --force           replace OUTPUT if it exists
   -q, --quiet           no progress bar
 
@@ -88,6 +92,7 @@ Example:
         "lods",
         "lod-method",
         "partitioning",
+        "blocks",
         "inline-byte",
         "crossline-byte",
         "offset-byte",
@@ -160,6 +165,9 @@ Options:
   --lod-method M        average (default; not for bool) or nearest
   --partitioning N,N,...  replace the further partitionings (2-D tiles such
                         as 1,256,256); VAR=... for one variable; repeatable
+  --blocks N,N,...      new block shape inside each chunk (kept from SRC when
+                        neither this nor --chunk is given); VAR=... for one
+                        variable; repeatable
   -f, --force           replace DST if it exists
   -q, --quiet           no progress bar
 
@@ -167,7 +175,7 @@ Example:
   vds copy survey.vds rechunked.vds --chunk 64,64,64 --partitioning 1,512,512 --lods 4
   vds copy survey.vds s3://survey-bucket/2026/survey.vds
 ",
-    values: &["chunk", "codec", "lods", "lod-method", "partitioning"],
+    values: &["chunk", "codec", "lods", "lod-method", "partitioning", "blocks"],
     flags: &["no-shuffle", "force", "quiet"],
     positional: (2, 2),
 };
@@ -252,6 +260,8 @@ pub struct Layout {
     chunks: Vec<ShapeFor>,
     /// Further partitionings, as `chunks`.
     partitionings: Vec<ShapeFor>,
+    /// Block shapes inside chunks, as `chunks`.
+    blocks: Vec<ShapeFor>,
     lods: Option<(u8, LodMethod)>,
 }
 
@@ -275,6 +285,13 @@ fn shape_option(args: &Args, name: &str) -> Result<Vec<ShapeFor>, Fail> {
     Ok(out)
 }
 
+/// The shape of `shapes` for variable `name` of `ndim` dimensions: the one
+/// naming it, else the last for that many dimensions.
+fn shape_for<'a>(shapes: &'a [ShapeFor], name: &str, ndim: usize) -> Option<&'a [u64]> {
+    let named = shapes.iter().find(|(v, _)| v.as_deref() == Some(name));
+    named.or_else(|| shapes.iter().rev().find(|(v, s)| v.is_none() && s.len() == ndim)).map(|(_, s)| s.as_slice())
+}
+
 impl Layout {
     fn from(args: &Args) -> Result<Layout, Fail> {
         let mut codec = args.parsed("codec", parse_codec)?;
@@ -283,6 +300,7 @@ impl Layout {
         }
         let chunks = shape_option(args, "chunk")?;
         let partitionings = shape_option(args, "partitioning")?;
+        let blocks = shape_option(args, "blocks")?;
         let method = match args.value("lod-method") {
             None | Some("average") => LodMethod::Average,
             Some("nearest") => LodMethod::Nearest,
@@ -291,13 +309,12 @@ impl Layout {
         let lods = args.parsed("lods", |s| {
             s.parse::<u8>().ok().filter(|n| (1..=vds::MAX_LODS).contains(n)).ok_or(format!("expected 1 to {}", vds::MAX_LODS))
         })?;
-        Ok(Layout { codec, chunks, partitionings, lods: lods.map(|n| (n, method)) })
+        Ok(Layout { codec, chunks, partitionings, blocks, lods: lods.map(|n| (n, method)) })
     }
 
     /// The chunk shape asked for a variable of `ndim` dimensions, if any.
     pub fn chunk(&self, name: &str, ndim: usize) -> Option<&[u64]> {
-        let named = self.chunks.iter().find(|(v, _)| v.as_deref() == Some(name));
-        named.or_else(|| self.chunks.iter().rev().find(|(v, s)| v.is_none() && s.len() == ndim)).map(|(_, s)| s.as_slice())
+        shape_for(&self.chunks, name, ndim)
     }
 
     /// The further partitionings asked for a variable, if any were.
@@ -334,11 +351,16 @@ impl Layout {
         for p in parts {
             vb.partitioning(&p);
         }
+        // A source's blocks are kept only with its chunk shape.
+        let kept = keep.filter(|_| self.chunk(&name, ndim).is_none()).and_then(|(v, _)| v.block_shape());
+        if let Some(b) = shape_for(&self.blocks, &name, ndim).or(kept) {
+            vb.blocks(Some(b));
+        }
     }
 
     /// Fails on a `VAR=` chunk option naming no variable, or one of the wrong length.
     pub fn check(&self, vars: &[(String, usize)]) -> Result<(), Fail> {
-        for (v, s) in self.chunks.iter().chain(&self.partitionings) {
+        for (v, s) in self.chunks.iter().chain(&self.partitionings).chain(&self.blocks) {
             match v {
                 Some(v) => match vars.iter().find(|(n, _)| n == v) {
                     None => return Err(Fail::Usage(format!("vds: --chunk names variable {v:?}, which does not exist"))),

@@ -151,6 +151,7 @@ fn describe(ds: &Dataset, path: &str) -> Result<Value, Fail> {
             // Whether the shape is the one the library chooses when none is asked for (SPEC.md 3.1).
             "default_chunk": v.chunk_shape() == vds::default_chunk_shape(v.shape(), v.dtype().size()).as_slice(),
             "codec": codec_text(v),
+            "blocks": v.block_shape(),
             "fill": value_json(v),
             "levels_of_detail": (0..v.levels_of_detail()).map(|k| json!({
                 "level": k,
@@ -256,6 +257,9 @@ fn render(r: &Value) -> String {
                 "    chunk shape: the default, C-order slabs of whole trailing axes, {} each (at most 4 MiB)\n",
                 size(u(&v["chunk_bytes"]))
             );
+        }
+        if !v["blocks"].is_null() {
+            t += &format!("    blocks {} inside each chunk, each read and decoded on its own\n", join(&list(&v["blocks"]), "x"));
         }
         if let Some(q) = v["quantization"].as_object() {
             t += &format!("    quantized: {} over {}\n", q["storage"].as_str().unwrap_or(""), q["range"]);

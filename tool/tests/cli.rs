@@ -504,7 +504,7 @@ fn usage_errors_and_help() {
     assert!(fails(&dir, &[], 2).contains("Commands:"));
     assert!(fails(&dir, &["frobnicate"], 2).contains("unknown command \"frobnicate\""));
     assert!(ok(&dir, &["--help"]).contains("vds <command>"));
-    assert!(ok(&dir, &["--version"]).contains("file format 1.4"));
+    assert!(ok(&dir, &["--version"]).contains("file format 1.5"));
     for cmd in ["info", "dump", "verify", "slice", "import", "export", "copy"] {
         let help = ok(&dir, &[cmd, "--help"]);
         assert!(help.contains(&format!("Usage: vds {cmd}")) && help.contains("Example:"), "{cmd}: {help}");
@@ -749,4 +749,33 @@ fn counts_past_2_to_the_64_fail_instead_of_wrapping() {
     assert!(!dir.join("v.npy").exists());
     let err = fails(&dir, &["info", p], 1);
     assert!(err.contains("variable \"w\" has more than 2^64 chunks"), "{err}");
+}
+
+#[test]
+fn copy_makes_chunks_of_blocks_and_info_shows_them() {
+    let dir = scratch("blocks");
+    let src = dir.join("src.vds");
+    let shape = [40u64, 30, 50];
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("inline", shape[0]))
+        .axis(Axis::new("crossline", shape[1]))
+        .axis(Axis::new("time", shape[2]))
+        .variable(VariableBuilder::new("amp", DType::Float32, &["inline", "crossline", "time"]).chunk(&[32, 32, 32]))
+        .create(&src)
+        .unwrap();
+    let data: Vec<f32> = (0..shape.iter().product::<u64>()).map(|i| ((i % 977) as f32 * 0.21).cos()).collect();
+    ds.write("amp", &Region::full(&shape).unwrap(), Order::C, &data).unwrap();
+    ds.close().unwrap();
+    ok(&dir, &["copy", "src.vds", "blocks.vds", "--blocks", "8,8,32"]);
+    let ds = Dataset::open(dir.join("blocks.vds")).unwrap();
+    assert_eq!(ds.variables()[0].block_shape(), Some(&[8u64, 8, 32][..]));
+    assert!(ds.read_vec::<f32>("amp", &Region::full(&shape).unwrap(), Order::C).unwrap() == data);
+    let text = ok(&dir, &["info", "blocks.vds"]);
+    assert!(text.contains("blocks 8x8x32 inside each chunk"), "{text}");
+    // Copied again without options, the blocks stay; with a new chunk shape they go.
+    ok(&dir, &["copy", "blocks.vds", "kept.vds"]);
+    assert_eq!(Dataset::open(dir.join("kept.vds")).unwrap().variables()[0].block_shape(), Some(&[8u64, 8, 32][..]));
+    ok(&dir, &["copy", "blocks.vds", "whole.vds", "--chunk", "16,16,16"]);
+    assert_eq!(Dataset::open(dir.join("whole.vds")).unwrap().variables()[0].block_shape(), None);
+    assert!(fails(&dir, &["copy", "src.vds", "bad.vds", "--blocks", "64,8,8"], 1).contains("1 to its chunk extent"));
 }
