@@ -495,7 +495,7 @@ fn main() {
             }
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: bench [--quick] [--dir DIR] [--suite a,b,c,d] [--codec uncompressed,deflate,zstd]"
+                    "unknown argument {other:?}; usage: bench [--quick] [--dir DIR] [--suite a,b,c,d,e] [--codec uncompressed,deflate,zstd]"
                 );
                 std::process::exit(2);
             }
