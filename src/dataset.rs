@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 mod blocks;
 mod builder;
 mod chunking;
+mod cloud;
 mod commit;
 mod consistency;
 mod dedup;

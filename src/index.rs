@@ -298,19 +298,19 @@ impl PageReader {
         Ok(page)
     }
 
-    /// Reads and caches the branch pages of the tree (all but the leaves),
-    /// level by level, each level in one [`Storage::read_many`], stopping
-    /// before a level that would take the total past `budget` pages. Pages
-    /// that fail to read or decode are left out: the lookup that needs one
-    /// reads it again and reports the failure.
-    pub(crate) fn prefetch_branches(&self, storage: &dyn Storage, root: Option<Root>, budget: usize) {
+    /// Reads and caches the branch pages of the tree (all but the leaves,
+    /// and the leaves too with `leaves`), level by level, each level in one
+    /// [`Storage::read_many`], stopping before a level that would take the
+    /// total past `budget` pages. Pages that fail to read or decode are left
+    /// out: the lookup that needs one reads it again and reports the failure.
+    pub(crate) fn prefetch(&self, storage: &dyn Storage, root: Option<Root>, budget: usize, leaves: bool) {
         let Some(root) = root else { return };
         let ps = self.page_size as usize;
         let mut level = root.level;
         let mut refs = vec![ChildRef { key: Key { layer: 0, coords: [0; 8] }, offset: root.offset, crc: root.crc }];
         let mut taken = 0;
         // Levels strictly decrease, so this ends; the budget bounds the work.
-        while level > 0 && !refs.is_empty() && taken + refs.len() <= budget.min(CACHE_PAGES) {
+        while (level > 0 || leaves) && !refs.is_empty() && taken + refs.len() <= budget.min(CACHE_PAGES) {
             taken += refs.len();
             let cached =
                 |r: &ChildRef| self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains_key(&(r.offset, r.crc, level));
@@ -337,6 +337,9 @@ impl PageReader {
                 }
             }
             refs = next;
+            if level == 0 {
+                break;
+            }
             level -= 1;
         }
     }

@@ -488,13 +488,14 @@ impl Dataset {
     /// "keep", "fold" (external chunks copied in) or "into_slots".
     fn compact(&self, py: Python<'_>, mode: &str) -> PyResult<(u64, u64, Vec<String>)> {
         let mode = match mode {
-            "keep" | "fold" | "into_slots" => mode.to_owned(),
-            m => return Err(invalid(py, format!("compact mode {m:?} is not \"keep\", \"fold\" or \"into_slots\""))),
+            "keep" | "fold" | "into_slots" | "cloud" => mode.to_owned(),
+            m => return Err(invalid(py, format!("compact mode {m:?} is not \"keep\", \"fold\", \"into_slots\" or \"cloud\""))),
         };
         let r = self.with_mut(py, move |d| {
             Ok(match mode.as_str() {
                 "fold" => d.compact_folding_slots()?,
                 "into_slots" => d.compact_into_slots()?,
+                "cloud" => d.compact_cloud_optimized()?,
                 _ => d.compact()?,
             })
         })?;

@@ -232,6 +232,22 @@ def test_verify_compact_and_slots(tmp_path, rng):
         assert ds.verify()["ok"]
 
 
+def test_compact_cloud_optimized(tmp_path, rng):
+    ref = rng.standard_normal((64, 64, 64)).astype(np.float32)
+    with vds.create(tmp_path / "big.vds", axes=[("a", 64), ("b", 64), ("c", 64)],
+                    variables={"v": {"dtype": "float32", "dims": ["a", "b", "c"], "chunks": [8, 8, 8]}}) as ds:
+        ds["v"][...] = ref
+    with vds.open(tmp_path / "big.vds", "r+") as ds:
+        before, after = ds.compact("cloud")
+        assert after <= before
+        np.testing.assert_array_equal(ds["v"][...], ref)
+    with vds.open(tmp_path / "big.vds") as ds:
+        np.testing.assert_array_equal(ds["v"][3:40:5, 7, ::-3], ref[3:40:5, 7, ::-3])
+        assert ds.verify()["ok"]
+    with vds.open(tmp_path / "big.vds", "r+") as ds, pytest.raises(vds.InvalidArgumentError, match="\"cloud\""):
+        ds.compact("clouds")
+
+
 def test_fragments_merge(tmp_path, rng):
     ds, ref = volume(tmp_path, rng)
     ds.close()

@@ -292,8 +292,10 @@ class Dataset(Mapping):
         """Rewrites the container without dead space, crash-safely; returns (bytes before, bytes after).
 
         ``mode``: ``"keep"`` (external chunks stay in their files), ``"fold"``
-        (copied into the container) or ``"into_slots"`` (the container's chunks
-        move to the slots of the slot policy).
+        (copied into the container), ``"into_slots"`` (the container's chunks
+        move to the slots of the slot policy) or ``"cloud"`` (as ``"fold"``,
+        with every index page right after the head, so that a reader over
+        HTTP or S3 fetches the whole index in one request).
         """
         before, after, _ = self._core.compact(mode)
         self._changed()

@@ -153,3 +153,42 @@ fn a_region_read_fetches_its_chunks_together() {
     let (requests, round_trips) = (read.requests - open.requests, read.round_trips - open.round_trips);
     assert!(requests <= 4 && round_trips <= 3, "reading 64 chunks took {requests} requests in {round_trips} round trips");
 }
+
+/// In the cloud-optimized arrangement (SPEC.md 9.4) the whole index of a
+/// container of 25,000 chunks (1.6 MiB of pages) comes with the open, in at most two
+/// round trips, so that any chunk then takes one at most.
+#[test]
+fn a_cloud_optimized_container_reads_each_chunk_in_one_round_trip() {
+    let dir = TempDir::new("cloud");
+    let path = dir.0.join("c.vds");
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("y", 400))
+        .axis(Axis::new("x", 5000))
+        .variable(VariableBuilder::new("v", DType::Int16, &["y", "x"]).chunk(&[8, 10]).codec(vds::Codec::NONE))
+        .create(&path)
+        .unwrap();
+    let values: Vec<i16> = (0..400u64 * 5000).map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as i16).collect();
+    ds.write("v", &Region::full(&[400, 5000]).unwrap(), Order::C, &values).unwrap();
+    ds.commit().unwrap();
+    ds.compact_cloud_optimized().unwrap();
+    ds.close().unwrap();
+    let server = FaultServer::start();
+    server.put("c.vds", std::fs::read(&path).unwrap());
+
+    let storage = Arc::new(RemoteStorage::open(&server.url("c.vds")).unwrap());
+    let ds = vds_remote::open_storage(&storage, &vds::OpenOptions::new()).unwrap();
+    let open = storage.stats();
+    assert!(open.round_trips <= 2, "{open:?}");
+    for (y, x) in [(200, 2500), (8, 4990), (392, 0), (104, 1250), (320, 3720), (16, 100), (56, 3000)] {
+        let before = storage.stats();
+        let chunk: Vec<i16> = ds.read_vec("v", &Region::new(&[y, x], &[8, 10]).unwrap(), Order::C).unwrap();
+        assert_eq!(chunk[13], values[(y as usize + 1) * 5000 + x as usize + 3]);
+        let after = storage.stats();
+        // One, or none for a chunk among the object's last bytes, fetched at open.
+        assert!(after.round_trips - before.round_trips <= 1, "chunk at ({y}, {x}): {} round trips", after.round_trips - before.round_trips);
+    }
+    // Walking the whole index costs no request either.
+    let before = storage.stats();
+    assert_eq!(ds.stats().unwrap().stored_chunks, 25_000);
+    assert_eq!(storage.stats().requests, before.requests);
+}

@@ -135,7 +135,7 @@ impl Dataset {
     }
 
     /// Syncs, writes `slot` to its commit slot, syncs again, and adopts it.
-    fn publish(&mut self, slot: &CommitSlot) -> Result<()> {
+    pub(super) fn publish(&mut self, slot: &CommitSlot) -> Result<()> {
         let fsync = self.durability == Durability::Fsync;
         if fsync {
             self.storage.sync().map_err(|e| Error::io("committing: syncing the file", e))?;

@@ -58,6 +58,10 @@ pub struct Space {
     pub reclaimable_bytes: u64,
     /// Index pages of the commit.
     pub index_pages: u64,
+    /// Whether every index page lies right after the commit slots, the
+    /// root last, before any chunk: the cloud-optimized arrangement
+    /// (SPEC.md 9.4, [`Dataset::compact_cloud_optimized`]).
+    pub index_first: bool,
 }
 
 /// What [`Dataset::recover`] did.
@@ -257,7 +261,16 @@ impl Dataset {
                 }
             }
         }
-        Space { file_bytes: c.file_len, live_bytes: live, reclaimable_bytes: c.file_len.saturating_sub(live), index_pages: pages }
+        let ps = u64::from(c.page_size);
+        // Distinct pages that end where `pages` pages from the body's start end fill that run.
+        let index_first = c.root.is_some_and(|r| r.offset.checked_add(ps) == Some(body_start(c.head_len) + pages * ps));
+        Space {
+            file_bytes: c.file_len,
+            live_bytes: live,
+            reclaimable_bytes: c.file_len.saturating_sub(live),
+            index_pages: pages,
+            index_first,
+        }
     }
 
     /// Checks that an index key names a chunk of a stored layer of a
@@ -376,6 +389,23 @@ impl Dataset {
         self.compact_inner(Fold::IntoContainer)
     }
 
+    /// [`Dataset::compact_folding_slots`] into the cloud-optimized
+    /// arrangement (SPEC.md 9.4): every index page of the new container lies
+    /// right after the commit slots, the root last, before the chunks, so a
+    /// reader over range requests fetches the whole index (of up to about
+    /// 30,000 chunks) in one request when it opens the container. It is an
+    /// arrangement of the format, not a feature: any reader reads it, and
+    /// later commits append their pages after the chunks as usual. The
+    /// tool's `vds copy --cloud` and its uploads to object storage write it.
+    /// A container small enough for the compact layout keeps it (its index
+    /// is a page or two).
+    ///
+    /// # Errors
+    /// As [`Dataset::compact_folding_slots`].
+    pub fn compact_cloud_optimized(&mut self) -> Result<CompactReport> {
+        self.compact_inner(Fold::Cloud)
+    }
+
     /// [`Dataset::compact`] the other way round: the live chunks of the
     /// container are moved into external-file slots, chosen by this
     /// handle's slot policy ([`Dataset::set_slot_policy`]); the new
@@ -438,7 +468,10 @@ impl Dataset {
             .map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
         super::locking::lock(&file, &tmp, true)?;
         let storage: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
-        let result = self.copy_into(storage, Some(&tmp), fold);
+        let result = match fold {
+            Fold::Cloud => self.copy_cloud(storage, Some(&tmp)),
+            _ => self.copy_into(storage, Some(&tmp), fold),
+        };
         let mut new = match result {
             Ok(d) => d,
             Err(e) => {
@@ -461,8 +494,11 @@ impl Dataset {
         new.memory_limit = self.memory_limit;
         new.allow_external_paths = self.allow_external_paths;
         new.dedup_enabled = self.dedup_enabled;
-        let folded: Vec<String> =
-            if fold == Fold::IntoContainer { self.desc.slots.iter().map(|s| s.name.clone()).collect() } else { Vec::new() };
+        let folded: Vec<String> = if matches!(fold, Fold::IntoContainer | Fold::Cloud) {
+            self.desc.slots.iter().map(|s| s.name.clone()).collect()
+        } else {
+            Vec::new()
+        };
         if fold == Fold::Keep {
             // External files opened by this handle stay valid for the new one.
             new.slot_files = std::mem::take(&mut self.slot_files);
@@ -474,7 +510,7 @@ impl Dataset {
     }
 
     /// Writes a new container into `storage` holding this commit's contents.
-    fn copy_into(&self, storage: Arc<dyn Storage>, tmp: Option<&Path>, fold: Fold) -> Result<Dataset> {
+    pub(super) fn copy_into(&self, storage: Arc<dyn Storage>, tmp: Option<&Path>, fold: Fold) -> Result<Dataset> {
         let mut desc = self.desc.clone();
         if fold == Fold::IntoContainer {
             desc.slots.clear();
@@ -499,22 +535,7 @@ impl Dataset {
                     match moved.get(&(slot, offset, length, crc)) {
                         Some(&e) => e,
                         None => {
-                            let from = self.slot_storage(slot)?;
-                            self.check_stored_range(&*from, slot, offset, length)?.map_err(|e| {
-                                Error::corrupt("chunk", slot, offset, format!("{e}; run verify and recover before compacting"))
-                            })?;
-                            let mut bytes = Vec::new();
-                            self.reserve(&mut bytes, length as usize, "a chunk being compacted")?;
-                            from.read_at(offset, &mut bytes)
-                                .map_err(|e| Error::io(format!("reading a chunk at offset {offset:#x} of file slot {slot}"), e))?;
-                            if crate::wire::crc32(&bytes) != crc {
-                                return Err(Error::corrupt(
-                                    "chunk",
-                                    slot,
-                                    offset,
-                                    "CRC32 mismatch; run verify and recover before compacting",
-                                ));
-                            }
+                            let bytes = read_live_chunk(self, slot, offset, length, crc)?;
                             let layer = self
                                 .vars
                                 .get((key.layer >> 16) as usize)
@@ -545,13 +566,30 @@ impl Dataset {
     }
 }
 
+/// The stored bytes of a chunk being copied by a compaction, checked
+/// against the entry's CRC32.
+pub(super) fn read_live_chunk(ds: &Dataset, slot: u16, offset: u64, length: u32, crc: u32) -> Result<Vec<u8>> {
+    let from = ds.slot_storage(slot)?;
+    ds.check_stored_range(&*from, slot, offset, length)?
+        .map_err(|e| Error::corrupt("chunk", slot, offset, format!("{e}; run verify and recover before compacting")))?;
+    let mut bytes = Vec::new();
+    ds.reserve(&mut bytes, length as usize, "a chunk being compacted")?;
+    from.read_at(offset, &mut bytes).map_err(|e| Error::io(format!("reading a chunk at offset {offset:#x} of file slot {slot}"), e))?;
+    if crate::wire::crc32(&bytes) != crc {
+        return Err(Error::corrupt("chunk", slot, offset, "CRC32 mismatch; run verify and recover before compacting"));
+    }
+    Ok(bytes)
+}
+
 /// Where compaction puts the live chunks.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Fold {
+pub(super) enum Fold {
     /// Container chunks into the new body; external ones stay in their slots.
     Keep,
     /// Every chunk into the new body.
     IntoContainer,
     /// Container chunks into the slots the policy chooses.
     IntoSlots,
+    /// Every chunk into the new body, after every index page (SPEC.md 9.4).
+    Cloud,
 }

@@ -166,7 +166,7 @@ impl OpenOptions {
         ds.allow_external_paths = self.allow_external_paths;
         ds.slot_opener.clone_from(&self.slot_opener);
         if self.index_prefetch > 0 && !ds.writable {
-            ds.reader.prefetch_branches(&*ds.storage, ds.commit.root, self.index_prefetch as usize);
+            ds.prefetch_index(self.index_prefetch as usize);
         }
         ds
     }

@@ -151,9 +151,10 @@ Usage: vds copy SRC.vds DST.vds [options]
 Copies axes, attributes and every variable. Chunks in external-file slots
 are brought into DST itself. Without options the chunking, codecs, levels
 of detail and partitionings stay. SRC may be an http://, https:// or s3://
-URL. DST may be an s3:// URL: the copy is made in a temporary file and
-uploaded (in parts when large); readers of the object see the old one or
-the new one, never a mix.
+URL. DST may be an s3:// URL: the copy is made in a temporary file,
+arranged for reading over the network (as --cloud) and uploaded (in parts
+when large); readers of the object see the old one or the new one, never
+a mix.
 
 Options:
   --chunk N,N,...       new chunk shape (for variables of that many dimensions);
@@ -168,6 +169,10 @@ Options:
   --blocks N,N,...      new block shape inside each chunk (kept from SRC when
                         neither this nor --chunk is given); VAR=... for one
                         variable; repeatable
+  --cloud               write the cloud-optimized arrangement: every index
+                        page right after the head, so that a reader over
+                        HTTP or S3 fetches the whole index in one request
+                        (always done for an s3:// DST)
   -f, --force           replace DST if it exists
   -q, --quiet           no progress bar
 
@@ -176,7 +181,7 @@ Example:
   vds copy survey.vds s3://survey-bucket/2026/survey.vds
 ",
     values: &["chunk", "codec", "lods", "lod-method", "partitioning", "blocks"],
-    flags: &["no-shuffle", "force", "quiet"],
+    flags: &["no-shuffle", "force", "quiet", "cloud"],
     positional: (2, 2),
 };
 
@@ -455,7 +460,7 @@ pub fn import(args: &Args) -> Result<(), Fail> {
     }
     out.close().map_err(at(output))?;
     progress.finish();
-    deliver(dest, publish, output, total, &left)
+    deliver(dest, publish, false, output, total, &left)
 }
 
 /// The line import and copy print: what the new container holds.
@@ -474,8 +479,16 @@ fn container_destination(output: &str, force: bool) -> Result<(Destination, bool
 }
 
 /// Puts the finished container in place (renamed, or uploaded when
-/// `publish`) and prints what it holds.
-fn deliver(dest: Destination, publish: bool, output: &str, raw: u64, left: &str) -> Result<(), Fail> {
+/// `publish`) and prints what it holds. What is uploaded, or with `cloud`
+/// written, is first compacted into the cloud-optimized arrangement (every
+/// index page right after the head, SPEC.md 9.4).
+fn deliver(dest: Destination, publish: bool, cloud: bool, output: &str, raw: u64, left: &str) -> Result<(), Fail> {
+    if publish || cloud {
+        interrupted(left)?;
+        let mut ds = vds::Dataset::open_rw(dest.temp()).map_err(at(output))?;
+        ds.compact_cloud_optimized().map_err(at(output))?;
+        ds.close().map_err(at(output))?;
+    }
     if publish {
         interrupted(left)?;
         let sent = vds_remote::publish(dest.temp(), output).map_err(at(output))?;
@@ -811,5 +824,5 @@ pub fn copy(args: &Args) -> Result<(), Fail> {
     }
     out.close().map_err(at(output))?;
     progress.finish();
-    deliver(dest, publish, output, total, &left)
+    deliver(dest, publish, args.flag("cloud"), output, total, &left)
 }

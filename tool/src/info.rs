@@ -180,6 +180,7 @@ fn describe(ds: &Dataset, path: &str) -> Result<Value, Fail> {
         "live_bytes": space.live_bytes,
         "reclaimable_bytes": space.reclaimable_bytes,
         "index_pages": space.index_pages,
+        "index_first": space.index_first,
         "layout": if ds.layout() == vds::Layout::Compact { "compact" } else { "aligned" },
         "index_page_bytes": ds.index_page_size(),
         "external_slots": ds.external_slots(),
@@ -316,10 +317,11 @@ fn render(r: &Value) -> String {
     let slots: Vec<&str> = r["external_slots"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
     t += &format!("external slots: {}\n", if slots.is_empty() { "none".to_string() } else { slots.join(", ") });
     t += &format!(
-        "space: {} live in the container, {} reclaimable by compaction, {} index pages\n",
+        "space: {} live in the container, {} reclaimable by compaction, {} index pages{}\n",
         size(u(&r["live_bytes"])),
         size(u(&r["reclaimable_bytes"])),
-        u(&r["index_pages"])
+        u(&r["index_pages"]),
+        if r["index_first"] == Value::Bool(true) && u(&r["index_pages"]) > 1 { " (cloud-optimized: all right after the head)" } else { "" }
     );
     let mut attrs = r["attributes"].as_object().cloned().unwrap_or_default();
     if let Some(seg) = attrs.shift_remove(crate::segy_in::SEGY_ATTR) {

@@ -779,3 +779,28 @@ fn copy_makes_chunks_of_blocks_and_info_shows_them() {
     assert_eq!(Dataset::open(dir.join("whole.vds")).unwrap().variables()[0].block_shape(), None);
     assert!(fails(&dir, &["copy", "src.vds", "bad.vds", "--blocks", "64,8,8"], 1).contains("1 to its chunk extent"));
 }
+
+#[test]
+fn copy_cloud_puts_the_index_first() {
+    let dir = scratch("cloud");
+    let shape = [300u64, 400];
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("y", shape[0]))
+        .axis(Axis::new("x", shape[1]))
+        .variable(VariableBuilder::new("v", DType::Int32, &["y", "x"]).chunk(&[10, 10]))
+        .create(dir.join("src.vds"))
+        .unwrap();
+    let data: Vec<i32> = (0..shape[0] * shape[1]).map(|i| (i as i32).wrapping_mul(7919)).collect();
+    ds.write("v", &Region::full(&shape).unwrap(), Order::C, &data).unwrap();
+    ds.close().unwrap();
+    ok(&dir, &["copy", "src.vds", "plain.vds"]);
+    ok(&dir, &["copy", "src.vds", "cloud.vds", "--cloud"]);
+    let space = |f: &str| Dataset::open(dir.join(f)).unwrap().space().unwrap();
+    assert!(!space("plain.vds").index_first && space("cloud.vds").index_first);
+    assert_eq!(space("cloud.vds").index_pages, space("plain.vds").index_pages);
+    let ds = Dataset::open(dir.join("cloud.vds")).unwrap();
+    assert!(ds.read_vec::<i32>("v", &Region::full(&shape).unwrap(), Order::C).unwrap() == data);
+    let text = ok(&dir, &["info", "cloud.vds"]);
+    assert!(text.contains("(cloud-optimized: all right after the head)"), "{text}");
+    assert!(!ok(&dir, &["info", "plain.vds"]).contains("cloud-optimized"));
+}
