@@ -594,6 +594,32 @@ pub(crate) fn open(
     Ok(Dataset::new(lib(py, ds)?))
 }
 
+/// publish(path, url) -> int
+///
+/// Uploads a cloud-optimized copy of the container at `path` to `url` (see `vds.publish`).
+#[pyfunction]
+pub(crate) fn publish(py: Python<'_>, path: std::path::PathBuf, url: &str) -> PyResult<u64> {
+    let url = url.to_owned();
+    let sent = py.detach(move || -> vds::Result<u64> {
+        if !url.starts_with("s3://") {
+            return Err(vds::Error::new(vds::ErrorKind::InvalidArgument, format!("{url}: containers are published to s3:// URLs only")));
+        }
+        let src = vds::Dataset::open(&path)?;
+        let staging = std::env::temp_dir().join(format!("vds-publish-{}-{}.vds", std::process::id(), src.commit_sequence()));
+        let file = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&staging)
+            .map_err(|e| vds::Error::io(format!("creating {}", staging.display()), e))?;
+        let result =
+            src.copy_cloud_optimized_to(std::sync::Arc::new(vds::FileStorage::new(file))).and_then(|_| vds_remote::publish(&staging, &url));
+        let _ = std::fs::remove_file(&staging);
+        result
+    });
+    lib(py, sent)
+}
+
 /// create_fragment(container, name) -> Dataset
 ///
 /// Opens `container` to write the fragment file `name` beside it (see `vds.fragment`).

@@ -23,6 +23,7 @@ use pyo3::prelude::*;
 fn _vds(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::Dataset>()?;
     m.add_function(wrap_pyfunction!(dataset::open, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::publish, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::create_fragment, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::recover, m)?)?;
     m.add_function(wrap_pyfunction!(create::create, m)?)?;

@@ -52,3 +52,27 @@ def test_open_reads_a_container_in_a_bucket(tmp_path, bucket):
         vds.open("s3://py-bucket/a/r.vds", "r+")
     with pytest.raises(vds.NotFoundError):
         vds.open("s3://py-bucket/a/absent.vds")
+
+
+def test_publish_uploads_a_cloud_optimized_copy(tmp_path, bucket):
+    path = tmp_path / "p.vds"
+    data = np.arange(64 * 64 * 32, dtype=np.int32).reshape(64, 64, 32) * 3
+    spec = {"v": {"dtype": "int32", "dims": ["x", "y", "z"], "chunks": [8, 8, 8], "codec": ("zstd", 1)}}
+    with vds.create(path, axes=[("x", 64), ("y", 64), ("z", 32)], variables=spec) as ds:
+        ds["v"][...] = data
+    with vds.open(path, "r+") as ds:
+        ds["v"][5] = -1
+    data[5] = -1
+    before = path.read_bytes()
+    sent = vds.publish(path, "s3://py-bucket/pub/p.vds")
+    assert path.read_bytes() == before, "the container itself is not changed"
+    body = bucket.get_object(Bucket="py-bucket", Key="pub/p.vds")["Body"].read()
+    assert sent == len(body) and len(body) < len(before), "a compacted copy is uploaded"
+    with vds.open("s3://py-bucket/pub/p.vds") as ds:
+        np.testing.assert_array_equal(ds["v"][...], data)
+        assert ds.verify()["ok"]
+    with pytest.raises(vds.InvalidArgumentError, match="s3:// URLs only"):
+        vds.publish(path, "https://example.invalid/p.vds")
+    with pytest.raises(vds.NotFoundError):
+        vds.publish(tmp_path / "absent.vds", "s3://py-bucket/pub/q.vds")
+

@@ -56,7 +56,7 @@ __version__ = _vds.__version__
 FORMAT_VERSION = tuple(_vds.FORMAT_VERSION)
 
 __all__ = [
-    "open", "create", "fragment", "recover", "from_xarray", "from_openvds", "to_openvds", "from_segy", "to_segy",
+    "open", "create", "fragment", "recover", "publish", "from_xarray", "from_openvds", "to_openvds", "from_segy", "to_segy",
     "Dataset", "Variable", "Axis", "Attributes", "errors",
     "VdsError", "InvalidArgumentError", "NotFoundError", "AlreadyExistsError", "CorruptFileError", "VdsIOError",
     "UnsupportedError", "TypeMismatchError", "OutOfRangeError", "ReadOnlyError", "LockedError", "OutOfMemoryError",
@@ -127,6 +127,21 @@ def recover(path: str | os.PathLike[str]) -> tuple[int | None, int]:
     newest commit was intact and nothing was written) and the commit the file shows.
     """
     return _vds.recover(os.fspath(path))
+
+
+def publish(path: str | os.PathLike[str], url: str) -> int:
+    """Uploads the container at ``path`` to an ``s3://`` URL; returns the bytes uploaded.
+
+    What is uploaded is a compacted copy of the last commit, external-file
+    slots folded in, in the cloud-optimized arrangement (every index page
+    right after the head), so that :func:`open` on the URL fetches the whole
+    index in one request. The copy is made in a temporary file and uploaded
+    in parts when large; readers of the object see the old one or the new
+    one, never a mix. The container itself is not changed. Endpoint and
+    credentials come from the standard ``AWS_*`` variables, as for
+    :func:`open`.
+    """
+    return _vds.publish(os.fspath(path), url)
 
 
 def _scalar(x):

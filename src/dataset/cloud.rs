@@ -19,6 +19,25 @@ use std::sync::Arc;
 type Source = (u16, u64, u32, u32);
 
 impl Dataset {
+    /// Writes a copy of the last commit into `target` (an empty store) in
+    /// the cloud-optimized arrangement, external chunks folded in, as
+    /// [`Dataset::compact_cloud_optimized`] does, and leaves this container
+    /// untouched; a read-only handle may do it too. For publishing a
+    /// container that a reader will fetch over HTTP or S3.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a writable handle with uncommitted changes or a
+    /// fragment; `Corrupt` for a damaged chunk or index page; `Io`.
+    pub fn copy_cloud_optimized_to(&self, target: Arc<dyn Storage>) -> Result<super::CompactReport> {
+        self.check_not_fragment()?;
+        if self.writable && self.has_uncommitted() {
+            return Err(crate::error::invalid("commit before copying: there are uncommitted changes"));
+        }
+        let new = self.copy_cloud(target, None)?;
+        let folded = self.desc.slots.iter().map(|s| s.name.clone()).collect();
+        Ok(super::CompactReport { before_bytes: self.commit.file_len, after_bytes: new.commit.file_len, folded_slots: folded })
+    }
+
     /// Writes a new container into `storage` holding this commit's contents
     /// in the cloud-optimized arrangement: head and slots, every index page
     /// (the root last), then every chunk, external ones folded in.
