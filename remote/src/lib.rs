@@ -84,6 +84,9 @@ pub const HEAD_FETCH: u64 = 64 << 10;
 pub const TAIL_FETCH: u64 = 256 << 10;
 /// How many times a failed request is retried before the read fails.
 pub const RETRIES: usize = 4;
+/// How long one request may take, connecting included, before it is
+/// abandoned and retried (see [`RemoteStorage::open_with_timeout`]).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// Index pages read when a container opens (see
 /// [`vds::OpenOptions::index_prefetch`]): every page above the leaves of an
 /// index of up to about 2.5 million chunks.
@@ -190,8 +193,8 @@ fn runtime() -> io::Result<&'static tokio::runtime::Runtime> {
     Ok(RT.get_or_init(|| rt))
 }
 
-fn client_options(allow_http: bool) -> ClientOptions {
-    ClientOptions::new().with_allow_http(allow_http).with_connect_timeout(Duration::from_secs(10)).with_timeout(Duration::from_secs(60))
+fn client_options(allow_http: bool, timeout: Duration) -> ClientOptions {
+    ClientOptions::new().with_allow_http(allow_http).with_connect_timeout(timeout.min(Duration::from_secs(10))).with_timeout(timeout)
 }
 
 fn retry_config() -> RetryConfig {
@@ -203,7 +206,7 @@ fn retry_config() -> RetryConfig {
 }
 
 /// The store serving `url` and the object's path in it.
-fn store_for(url: &Url) -> io::Result<(Arc<dyn ObjectStore>, ObjectPath)> {
+fn store_for(url: &Url, timeout: Duration) -> io::Result<(Arc<dyn ObjectStore>, ObjectPath)> {
     let bad = |why: &str| io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {why}"));
     let path = ObjectPath::from_url_path(url.path()).map_err(|e| bad(&e.to_string()))?;
     match url.scheme() {
@@ -214,7 +217,7 @@ fn store_for(url: &Url) -> io::Result<(Arc<dyn ObjectStore>, ObjectPath)> {
             base.set_fragment(None);
             let store = HttpBuilder::new()
                 .with_url(base.as_str())
-                .with_client_options(client_options(url.scheme() == "http"))
+                .with_client_options(client_options(url.scheme() == "http", timeout))
                 .with_retry(retry_config())
                 .build()
                 .map_err(|e| bad(&e.to_string()))?;
@@ -227,7 +230,7 @@ fn store_for(url: &Url) -> io::Result<(Arc<dyn ObjectStore>, ObjectPath)> {
             let store = AmazonS3Builder::from_env()
                 .with_bucket_name(bucket)
                 .with_retry(retry_config())
-                .with_client_options(client_options(allow_http))
+                .with_client_options(client_options(allow_http, timeout))
                 .build()
                 .map_err(|e| bad(&e.to_string()))?;
             Ok((Arc::new(store), path))
@@ -292,8 +295,19 @@ impl RemoteStorage {
     /// `PermissionDenied` or another I/O error naming the URL when the
     /// object cannot be fetched.
     pub fn open(url: &str) -> io::Result<RemoteStorage> {
+        RemoteStorage::open_with_timeout(url, REQUEST_TIMEOUT)
+    }
+
+    /// [`RemoteStorage::open`] with requests abandoned after `timeout`
+    /// ([`REQUEST_TIMEOUT`] by default): a request that takes longer is
+    /// retried like a failed one, and when every retry has timed out the
+    /// read fails with an I/O error naming the URL and byte range.
+    ///
+    /// # Errors
+    /// As [`RemoteStorage::open`].
+    pub fn open_with_timeout(url: &str, timeout: Duration) -> io::Result<RemoteStorage> {
         let url = Url::parse(url).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {e}")))?;
-        let (store, path) = store_for(&url)?;
+        let (store, path) = store_for(&url, timeout)?;
         RemoteStorage::open_in(store, url, path)
     }
 
@@ -508,7 +522,7 @@ pub const PUBLISH_PART: u64 = 16 << 20;
 /// does not answer.
 pub fn exists(url: &str) -> vds::Result<bool> {
     let parsed = parse(url)?;
-    let (store, path) = store_for(&parsed).map_err(|e| vds::Error::io(format!("checking {url}"), e))?;
+    let (store, path) = store_for(&parsed, REQUEST_TIMEOUT).map_err(|e| vds::Error::io(format!("checking {url}"), e))?;
     match runtime().map_err(|e| vds::Error::io("starting the network runtime", e))?.block_on(store.head(&path)) {
         Ok(_) => Ok(true),
         Err(object_store::Error::NotFound { .. }) => Ok(false),
@@ -546,7 +560,7 @@ pub fn publish_in_parts(path: &std::path::Path, url: &str, part: u64) -> vds::Re
     }
     Dataset::open(path)?;
     let shown = path.display();
-    let (store, key) = store_for(&parsed).map_err(|e| vds::Error::io(format!("publishing to {url}"), e))?;
+    let (store, key) = store_for(&parsed, REQUEST_TIMEOUT).map_err(|e| vds::Error::io(format!("publishing to {url}"), e))?;
     let mut file = std::fs::File::open(path).map_err(|e| vds::Error::io(format!("reading {shown}"), e))?;
     let len = file.metadata().map_err(|e| vds::Error::io(format!("reading {shown}"), e))?.len();
     let failed = |e: object_store::Error| vds::Error::io(format!("publishing {shown} to {url}"), io::Error::other(e.to_string()));

@@ -192,3 +192,34 @@ fn a_cloud_optimized_container_reads_each_chunk_in_one_round_trip() {
     assert_eq!(ds.stats().unwrap().stored_chunks, 25_000);
     assert_eq!(storage.stats().requests, before.requests);
 }
+
+/// A request slower than the timeout is abandoned and retried: one slow
+/// answer costs a retry, and answers that are all too slow end in an I/O
+/// error naming the URL and byte range, after a bounded time.
+#[test]
+fn slow_answers_time_out_and_are_retried() {
+    let (server, _dir, path) = served("timeout");
+    let local = read_all(&Dataset::open(&path).unwrap()).unwrap();
+    let timeout = Duration::from_millis(300);
+    // The requests of a whole read on a fresh handle, without and with one slow answer.
+    let requests_of_read = |faults: &[Fault]| {
+        let storage = Arc::new(RemoteStorage::open_with_timeout(&server.url("f.vds"), timeout).unwrap());
+        let ds = vds_remote::open_storage(&storage, &vds::OpenOptions::new()).unwrap();
+        let before = server.requests.load(std::sync::atomic::Ordering::SeqCst);
+        server.inject(faults);
+        assert!(read_all(&ds).unwrap() == local, "values differ after {faults:?}");
+        server.requests.load(std::sync::atomic::Ordering::SeqCst) - before
+    };
+    let (plain, slow) = (requests_of_read(&[]), requests_of_read(&[Fault::Delay(Duration::from_secs(2))]));
+    assert_eq!(slow, plain + 1, "the slow request was abandoned and sent again once");
+
+    // One chunk in the middle: one request, which every attempt finds too slow.
+    let storage = Arc::new(RemoteStorage::open_with_timeout(&server.url("f.vds"), timeout).unwrap());
+    let ds = vds_remote::open_storage(&storage, &vds::OpenOptions::new()).unwrap();
+    server.inject(&[Fault::Delay(Duration::from_secs(2)); vds_remote::RETRIES + 1]);
+    let started = std::time::Instant::now();
+    let result = ds.read_vec::<u32>("noise", &Region::new(&[16, 16, 16], &[16, 16, 16]).unwrap(), Order::C);
+    let Err(e) = result else { panic!("a read whose every attempt timed out succeeded") };
+    assert_names_url_and_range(&e, &server.url("f.vds"));
+    assert!(started.elapsed() < Duration::from_secs(30), "gave up after {:?}", started.elapsed());
+}
