@@ -36,7 +36,7 @@ pub struct VariableBuilder {
 
 impl VariableBuilder {
     /// A variable `name` of type `dtype` spanning the named axes, slowest first.
-    /// Defaults: [`default_chunk_shape`] (slabs of at most 4 MiB), fill
+    /// Defaults: [`default_chunk_shape`](super::default_chunk_shape) (slabs of at most 4 MiB), fill
     /// value 0 (false for bool), no compression.
     pub fn new(name: &str, dtype: DType, axes: &[&str]) -> VariableBuilder {
         VariableBuilder {
@@ -67,8 +67,8 @@ impl VariableBuilder {
         &self.name
     }
     /// The chunk shape, one extent per axis of the variable. Without one, a
-    /// variable gets [`default_chunk_shape`]: slabs of whole trailing axes,
-    /// at most [`DEFAULT_CHUNK_BYTES`] each, so that a variable of at most
+    /// variable gets [`default_chunk_shape`](super::default_chunk_shape): slabs of whole trailing axes,
+    /// at most [`DEFAULT_CHUNK_BYTES`](super::DEFAULT_CHUNK_BYTES) each, so that a variable of at most
     /// 4 MiB is one chunk and whole-array reads and writes are sequential;
     /// ask for bricks (e.g. `[64, 64, 64]`) for access by sub-volumes or by
     /// slices across every axis.
@@ -287,7 +287,7 @@ impl DatasetBuilder {
         self
     }
     /// How the container is laid out: [`Layout::Auto`] (the default) gives
-    /// a container whose variables declare at most [`COMPACT_LIMIT`] bytes
+    /// a container whose variables declare at most [`COMPACT_LIMIT`](super::COMPACT_LIMIT) bytes
     /// the compact layout of format 1.4 (a one-value file of a few hundred
     /// bytes), and a larger one the aligned layout every 1.x reader reads.
     pub fn layout(&mut self, layout: Layout) -> &mut DatasetBuilder {
