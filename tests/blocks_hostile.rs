@@ -575,3 +575,41 @@ fn a_zstd_block_in_a_file_without_the_zstd_feature_is_corrupt() {
     }
     assert!(!ds.verify_full().unwrap().is_ok());
 }
+
+#[test]
+fn chunks_sharing_bytes_under_different_block_shapes_read_as_their_own() {
+    // Four constant blocks make a chunk that is its table alone; the same
+    // table is a chunk of quadrants for blocks of 8 x 8 and of bands for
+    // blocks of 4 x 16. Deduplication stores it once for both variables,
+    // and each must still decode it with its own block shape, also when
+    // the other's decoded chunk is in the cache.
+    let dir = Scratch::new("blocks-shared-bytes");
+    let path = dir.path("shared.vds");
+    let var = |name: &str, blocks: &[u64]| {
+        let mut v = VariableBuilder::new(name, DType::Float32, &["y", "x"]);
+        v.chunk(&[16, 16]).blocks(Some(blocks));
+        v
+    };
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("y", 16))
+        .axis(Axis::new("x", 16))
+        .variable(&var("quadrants", &[8, 8]))
+        .variable(&var("bands", &[4, 16]))
+        .create(&path)
+        .unwrap();
+    let quadrants: Vec<f32> = (0..256).map(|k| [1.0, 2.0, 3.0, 4.0][(k / 16 / 8) * 2 + (k % 16) / 8]).collect();
+    let bands: Vec<f32> = (0..256).map(|k| [1.0, 2.0, 3.0, 4.0][k / 16 / 4]).collect();
+    ds.write("quadrants", &Region::full(&[16, 16]).unwrap(), Order::C, &quadrants).unwrap();
+    ds.write("bands", &Region::full(&[16, 16]).unwrap(), Order::C, &bands).unwrap();
+    ds.close().unwrap();
+    let all = Region::full(&[16, 16]).unwrap();
+    for (first, second) in [("quadrants", "bands"), ("bands", "quadrants")] {
+        let ds = Dataset::open(&path).unwrap();
+        for name in [first, second, first] {
+            let want = if name == "bands" { &bands } else { &quadrants };
+            assert!(&ds.read_vec::<f32>(name, &all, Order::C).unwrap() == want, "{name} after {first}");
+            let got: Vec<f32> = ds.read_vec(name, &Region::new(&[5, 9], &[1, 1]).unwrap(), Order::C).unwrap();
+            assert_eq!(got[0], want[5 * 16 + 9], "{name} at [5, 9] after {first}");
+        }
+    }
+}

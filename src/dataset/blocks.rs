@@ -181,7 +181,7 @@ impl Dataset {
             }
         };
         // The table, cached under the chunk's identity.
-        let table_id: ChunkId = (slot, offset, length, crc, TABLE_IN_CACHE, 0);
+        let table_id: ChunkId = (slot, offset, length, crc, TABLE_IN_CACHE, 0, 0);
         let cached = self.cache_lock().get(&table_id);
         let table = match cached {
             Some(t) => t,
@@ -200,7 +200,7 @@ impl Dataset {
         let dtype_byte = DType::ALL.iter().position(|&d| d == var.dtype).unwrap_or(0) as u8;
         let block_id = |i: usize| match blocks[i] {
             Block::Stored { offset: at, length: len, crc: c, .. } => {
-                Some((slot, offset + at, len, c, dtype_byte, grid.block_box(i).1.iter().product::<usize>()))
+                Some((slot, offset + at, len, c, dtype_byte, grid.block_box(i).1.iter().product::<usize>(), 0))
             }
             Block::Constant { .. } => None,
         };

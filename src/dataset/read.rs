@@ -505,9 +505,15 @@ pub(super) fn check_constant(var: &Variable, value: &[u8; 8], coords: &[u64]) ->
 }
 
 /// The cache identity of a stored chunk decoded as a chunk of `var`.
+/// Deduplication lets variables with other block shapes share the bytes of
+/// a chunk made of blocks, which each decodes with its own block grid.
 pub(super) fn chunk_id(var: &Variable, slot: u16, offset: u64, length: u32, crc: u32) -> ChunkId {
     let dtype = DType::ALL.iter().position(|&d| d == var.dtype).unwrap_or(0) as u8;
-    (slot, offset, length, crc, dtype, var.chunk_elems)
+    let grid = var.blocks.as_ref().map_or(0, |b| {
+        let shapes: Vec<u8> = var.chunk.iter().chain(b).flat_map(|n| n.to_le_bytes()).collect();
+        xxh64(&shapes) | 1
+    });
+    (slot, offset, length, crc, dtype, var.chunk_elems, grid)
 }
 
 /// A constant entry's value as one native-order element, checked.
