@@ -613,3 +613,49 @@ fn chunks_sharing_bytes_under_different_block_shapes_read_as_their_own() {
         }
     }
 }
+
+#[test]
+fn large_strided_reads_decode_blocks_on_several_cores_and_report_damage() {
+    // A read with a step along one axis covers every chunk in part, so it
+    // goes block by block, cut into chunk rows read on several cores.
+    let dir = Scratch::new("blocks-parallel");
+    let path = dir.path("p.vds");
+    const SHAPE: [u64; 3] = [96, 96, 128];
+    let data: Vec<f32> = (0..SHAPE.iter().product::<u64>()).map(|k| k as f32 + 0.5).collect();
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("a", SHAPE[0]))
+        .axis(Axis::new("b", SHAPE[1]))
+        .axis(Axis::new("c", SHAPE[2]))
+        .variable(
+            VariableBuilder::new("v", DType::Float32, &["a", "b", "c"]).chunk(&[32, 32, 32]).codec(Codec::NONE).blocks(Some(&[8, 8, 8])),
+        )
+        .create(&path)
+        .unwrap();
+    ds.write("v", &Region::full(&SHAPE).unwrap(), Order::C, &data).unwrap();
+    ds.close().unwrap();
+    let check = |ds: &Dataset, step: [u64; 3], order: Order| -> vds::Result<()> {
+        let shape: Vec<u64> = (0..3).map(|d| (SHAPE[d] - 1) / step[d] + 1).collect();
+        let r = Region::new(&[0, 0, 0], &shape).unwrap().with_step(&step).unwrap();
+        let got: Vec<f32> = ds.read_vec("v", &r, order)?;
+        for_each_index(&shape, |i| {
+            let src: Vec<u64> = (0..3).map(|d| i[d] * step[d]).collect();
+            let at = if order == Order::C { c_index(i, &shape) } else { f_index(i, &shape) };
+            assert_eq!(got[at], data[c_index(&src, &SHAPE)], "step {step:?} {order:?} at {i:?}");
+        });
+        Ok(())
+    };
+    for (step, order) in [([1, 1, 2], Order::C), ([1, 3, 1], Order::Fortran), ([2, 1, 1], Order::C), ([1, 1, 9], Order::Fortran)] {
+        check(&Dataset::open(&path).unwrap(), step, order).unwrap();
+    }
+    // One element of one block damaged: every such read reports it.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let k = c_index(&[70, 40, 100], &SHAPE);
+    let pattern: Vec<u8> = data[k..k + 4].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let at = bytes.windows(16).position(|w| w == pattern).expect("the raw block");
+    bytes[at] ^= 0x10;
+    std::fs::write(&path, &bytes).unwrap();
+    for (step, order) in [([1, 1, 2], Order::C), ([1, 2, 1], Order::Fortran)] {
+        let e = check(&Dataset::open(&path).unwrap(), step, order).unwrap_err();
+        assert!(e.kind() == ErrorKind::Corrupt && e.to_string().contains("chunk [2, 1, 3]"), "{e}");
+    }
+}
