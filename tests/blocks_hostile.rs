@@ -659,3 +659,60 @@ fn large_strided_reads_decode_blocks_on_several_cores_and_report_damage() {
         assert!(e.kind() == ErrorKind::Corrupt && e.to_string().contains("chunk [2, 1, 3]"), "{e}");
     }
 }
+
+#[test]
+fn averaged_levels_of_detail_and_masks_of_a_blocked_variable_match_the_reference() {
+    let dir = Scratch::new("blocks-lod-mask");
+    let path = dir.path("l.vds");
+    const SHAPE: [u64; 2] = [37, 50];
+    let mut rng = Rng::new(common::seed(8));
+    let data: Vec<f32> = (0..SHAPE[0] * SHAPE[1]).map(|k| if k % 11 == 0 { -999.0 } else { (rng.below(1000) as f32) * 2.0 }).collect();
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("y", SHAPE[0]))
+        .axis(Axis::new("x", SHAPE[1]))
+        .variable(
+            VariableBuilder::new("v", DType::Float32, &["y", "x"])
+                .chunk(&[16, 16])
+                .codec(Codec::deflate(5))
+                .blocks(Some(&[5, 7]))
+                .levels_of_detail(3, &["y", "x"], vds::LodMethod::Average),
+        )
+        .variable(
+            VariableBuilder::new("m", DType::Float32, &["y", "x"])
+                .chunk(&[16, 16])
+                .blocks(Some(&[3, 16]))
+                .no_value(-999.0)
+                .missing_mask(true),
+        )
+        .create(&path)
+        .unwrap();
+    for v in ["v", "m"] {
+        // In two overlapping writes, so that chunks are read back and re-encoded.
+        ds.write(v, &Region::new(&[0, 0], &[20, 50]).unwrap(), Order::C, &data[..1000]).unwrap();
+        ds.write(v, &Region::new(&[17, 0], &[20, 50]).unwrap(), Order::C, &data[17 * 50..]).unwrap();
+    }
+    ds.close().unwrap();
+    let ds = Dataset::open(&path).unwrap();
+    let (mut level, mut shape) = (data.clone(), SHAPE.to_vec());
+    for lod in 0..3u8 {
+        if lod > 0 {
+            (level, shape) = common::halve_f32(&level, &shape, &[true, true], true);
+        }
+        let s = [shape[0], shape[1]];
+        let mut all = vec![0f32; level.len()];
+        ds.read_lod("v", lod, None, &Region::full(&s).unwrap(), Order::C, &mut all).unwrap();
+        assert!(all == level, "level {lod}");
+        for_each_index(&s, |i| {
+            let mut one = [0f32];
+            ds.read_lod("v", lod, None, &Region::new(i, &[1, 1]).unwrap(), Order::Fortran, &mut one).unwrap();
+            assert_eq!(one[0], level[c_index(i, &s)], "level {lod} at {i:?}");
+        });
+    }
+    let all: Vec<f32> = ds.read_vec("m", &Region::full(&SHAPE).unwrap(), Order::C).unwrap();
+    assert!(all == data, "masked variable");
+    for_each_index(&SHAPE, |i| {
+        let one: Vec<f32> = ds.read_vec("m", &Region::new(i, &[1, 1]).unwrap(), Order::C).unwrap();
+        assert_eq!(one[0], data[c_index(i, &SHAPE)], "masked variable at {i:?}");
+    });
+    assert!(ds.verify_full().unwrap().is_ok());
+}
