@@ -716,3 +716,35 @@ fn averaged_levels_of_detail_and_masks_of_a_blocked_variable_match_the_reference
     });
     assert!(ds.verify_full().unwrap().is_ok());
 }
+
+#[test]
+fn single_samples_with_huge_steps_read_the_right_block() {
+    let dir = Scratch::new("blocks-huge-steps");
+    let path = dir.path("h.vds");
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("y", 40))
+        .axis(Axis::new("x", 40))
+        .variable(VariableBuilder::new("v", DType::Int64, &["y", "x"]).chunk(&[16, 16]).blocks(Some(&[3, 5])))
+        .variable(VariableBuilder::new("w", DType::Int64, &["y", "x"]).chunk(&[16, 16]))
+        .create(&path)
+        .unwrap();
+    let data: Vec<i64> = (0..1600).collect();
+    for v in ["v", "w"] {
+        ds.write(v, &Region::full(&[40, 40]).unwrap(), Order::C, &data).unwrap();
+    }
+    ds.close().unwrap();
+    let ds = Dataset::open(&path).unwrap();
+    for (v, step) in ["v", "w"].into_iter().flat_map(|v| [2, 17, 1 << 20, u64::MAX / 3, u64::MAX].map(|s| (v, s))) {
+        for (i, j) in [(0, 0), (15, 15), (16, 16), (17, 4), (39, 39), (38, 15)] {
+            let r = Region::new(&[i, j], &[1, 1]).unwrap().with_step(&[step, step]).unwrap();
+            let got: Vec<i64> = ds.read_vec(v, &r, Order::Fortran).unwrap();
+            assert_eq!(got[0], data[(i * 40 + j) as usize], "{v}: step {step} at [{i}, {j}]");
+        }
+        // Two samples along y, the second in another chunk when the step allows.
+        if step < 40 {
+            let r = Region::new(&[1, 7], &[2, 1]).unwrap().with_step(&[step, step]).unwrap();
+            let got: Vec<i64> = ds.read_vec(v, &r, Order::C).unwrap();
+            assert_eq!(got, [data[47], data[((1 + step) * 40 + 7) as usize]], "{v}: step {step}");
+        }
+    }
+}

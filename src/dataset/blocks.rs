@@ -94,7 +94,7 @@ impl LocalBox {
         let mut spans = Vec::with_capacity(extent.len());
         for d in 0..extent.len() {
             let (i_lo, i_hi) = self.indices_in(d, origin[d], origin[d] + extent[d])?;
-            spans.push(Span { count: i_hi - i_lo + 1, src: self.step[d] * bst[d], dst: plan.spans[d].dst });
+            spans.push(Span { count: i_hi - i_lo + 1, src: self.step[d].saturating_mul(bst[d]), dst: plan.spans[d].dst });
             src0 += (self.first[d] + i_lo * self.step[d] - origin[d]) * bst[d];
             dst0 += i_lo * plan.spans[d].dst;
         }
