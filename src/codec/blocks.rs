@@ -291,4 +291,32 @@ mod tests {
         let e = parse_table(&grid, DType::Float32, &stored[..grid.table_len()], stored.len() as u64, false).unwrap_err();
         assert!(e.contains("feature"), "{e}");
     }
+
+    #[test]
+    fn every_byte_of_a_constant_entry_is_checked_for_every_type() {
+        // A chunk of four constant blocks is its table alone; each byte of
+        // an entry is the value (accepted, any bits), or must be zero.
+        let grid = BlockGrid::new(&[4, 4], &[2, 2]);
+        for &dtype in DType::ALL.iter().filter(|&&d| d != DType::Bool) {
+            let esize = dtype.size();
+            let data: Vec<u8> = (0..16).flat_map(|k: u8| vec![(k / 8) * 2 + (k % 4) / 2 + 1; esize]).collect();
+            let stored = encode_chunk(dtype, Codec::NONE, &grid, &data);
+            assert_eq!(stored.len(), grid.table_len(), "{dtype}: constant blocks only");
+            for at in 0..ENTRY_BYTES {
+                let mut bad = stored.clone();
+                bad[16 + at] ^= 0x80;
+                let n = 4 * ENTRY_BYTES;
+                let crc = crc32(&bad[..n]);
+                put_u32(&mut bad, n, crc);
+                let mut out = vec![0u8; data.len()];
+                let got = decode_chunk(dtype, &grid, &bad, &mut out, true);
+                if (8..8 + esize).contains(&at) {
+                    got.unwrap();
+                    assert_ne!(out, data, "{dtype}: value byte {at}");
+                } else {
+                    assert!(got.is_err(), "{dtype}: entry byte {at} went unnoticed");
+                }
+            }
+        }
+    }
 }
