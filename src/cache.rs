@@ -12,8 +12,10 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 /// Identity of a decoded chunk: slot, offset, length, CRC32 of the stored
-/// bytes, then the data type's index and the element count decoded.
-pub(crate) type ChunkId = (u16, u64, u32, u32, u8, usize);
+/// bytes, then the data type's index and the element count decoded, and
+/// for a chunk made of blocks a digest of its chunk and block shapes (0
+/// otherwise): the same bytes are another chunk under another block grid.
+pub(crate) type ChunkId = (u16, u64, u32, u32, u8, usize, u64);
 
 pub(crate) struct ChunkCache {
     map: HashMap<ChunkId, Arc<Vec<u8>>>,
@@ -103,14 +105,14 @@ mod tests {
     fn the_bound_holds_and_the_oldest_go_first() {
         let mut c = ChunkCache::new(100);
         for i in 0..5u64 {
-            c.insert((0, i, 1, 1, 0, 40), Arc::new(vec![0u8; 40]));
+            c.insert((0, i, 1, 1, 0, 40, 0), Arc::new(vec![0u8; 40]));
         }
         assert_eq!(c.bytes, 80);
-        assert!(!c.contains(&(0, 2, 1, 1, 0, 40)) && c.contains(&(0, 3, 1, 1, 0, 40)) && c.contains(&(0, 4, 1, 1, 0, 40)));
+        assert!(!c.contains(&(0, 2, 1, 1, 0, 40, 0)) && c.contains(&(0, 3, 1, 1, 0, 40, 0)) && c.contains(&(0, 4, 1, 1, 0, 40, 0)));
         // The same stored bytes decoded as another type are another entry.
-        assert!(!c.contains(&(0, 3, 1, 1, 10, 40)));
-        c.insert((0, 9, 1, 1, 0, 101), Arc::new(vec![0u8; 101]));
-        assert!(!c.contains(&(0, 9, 1, 1, 0, 101)));
+        assert!(!c.contains(&(0, 3, 1, 1, 10, 40, 0)));
+        c.insert((0, 9, 1, 1, 0, 101, 0), Arc::new(vec![0u8; 101]));
+        assert!(!c.contains(&(0, 9, 1, 1, 0, 101, 0)));
         c.resize(0);
         assert_eq!((c.bytes, c.map.len()), (0, 0));
     }
@@ -119,9 +121,9 @@ mod tests {
     fn evicted_buffers_are_reused_within_bounds() {
         let mut c = ChunkCache::new(1000);
         let held = Arc::new(vec![7u8; 100]);
-        c.insert((0, 0, 1, 1, 0, 100), held.clone());
+        c.insert((0, 0, 1, 1, 0, 100, 0), held.clone());
         for i in 1..20u64 {
-            c.insert((0, i, 1, 1, 0, 100), Arc::new(vec![i as u8; 100]));
+            c.insert((0, i, 1, 1, 0, 100, 0), Arc::new(vec![i as u8; 100]));
         }
         // Eleven were evicted; the one still held elsewhere was not kept, and
         // at most 4 buffers of at most 250 bytes in all were.

@@ -266,7 +266,7 @@ pub(crate) struct PageReader {
 }
 
 /// Most decoded pages kept per reader (about 4 MiB of 4 KiB pages).
-const CACHE_PAGES: usize = 1024;
+pub(crate) const CACHE_PAGES: usize = 1024;
 
 impl PageReader {
     pub(crate) fn new(page_size: u32, limit: u64) -> PageReader {

@@ -99,8 +99,10 @@ pub(crate) enum Block {
 
 /// Parses and checks a block table (`table` holds exactly its bytes) of a
 /// stored chunk of `stored_len` bytes: its CRC32, every entry's fields,
-/// and that the blocks fill the rest of the chunk exactly.
-pub(crate) fn parse_table(grid: &BlockGrid, dtype: DType, table: &[u8], stored_len: u64) -> Result<Vec<Block>, String> {
+/// and that the blocks fill the rest of the chunk exactly. `zstd` says
+/// whether the file lists the feature `zstd`: without it a zstd block is
+/// corrupt, as a zstd chunk is (SPEC.md 6.3, 6.5).
+pub(crate) fn parse_table(grid: &BlockGrid, dtype: DType, table: &[u8], stored_len: u64, zstd: bool) -> Result<Vec<Block>, String> {
     let n = grid.count();
     if table.len() != grid.table_len() {
         return Err(format!("block table is {} bytes, expected {}", table.len(), grid.table_len()));
@@ -136,6 +138,9 @@ pub(crate) fn parse_table(grid: &BlockGrid, dtype: DType, table: &[u8], stored_l
         }
         if codec & !(0x0f | CODEC_SHUFFLE) != 0 {
             return Err(format!("block {i}: codec byte {codec:#04x} is not a block codec"));
+        }
+        if codec & 0x0f == super::CODEC_ZSTD && !zstd {
+            return Err(format!("block {i}: codec byte {codec:#04x} (zstd) in a file that does not list the feature \"zstd\""));
         }
         blocks.push(Block::Stored { codec, offset, length, crc: get_u32(e, 8) });
         offset += u64::from(length);
@@ -196,13 +201,14 @@ pub(crate) fn encode_chunk(dtype: DType, codec: Codec, grid: &BlockGrid, data: &
     table
 }
 
-/// Decodes a whole stored chunk made of blocks into `out` (the chunk's memory form).
-pub(crate) fn decode_chunk(dtype: DType, grid: &BlockGrid, stored: &[u8], out: &mut [u8]) -> Result<(), String> {
+/// Decodes a whole stored chunk made of blocks into `out` (the chunk's
+/// memory form); `zstd` as for [`parse_table`].
+pub(crate) fn decode_chunk(dtype: DType, grid: &BlockGrid, stored: &[u8], out: &mut [u8], zstd: bool) -> Result<(), String> {
     let table_len = grid.table_len();
     if stored.len() < table_len {
         return Err(format!("{} stored bytes cannot hold a block table of {table_len} bytes", stored.len()));
     }
-    let blocks = parse_table(grid, dtype, &stored[..table_len], stored.len() as u64)?;
+    let blocks = parse_table(grid, dtype, &stored[..table_len], stored.len() as u64, zstd)?;
     let esize = dtype.size();
     let mut buf = Vec::new();
     for (i, b) in blocks.iter().enumerate() {
@@ -245,11 +251,11 @@ mod tests {
         }
         for codec in [Codec::NONE, Codec::deflate(6)] {
             let stored = encode_chunk(DType::Float32, codec, &grid, &data);
-            let table = parse_table(&grid, DType::Float32, &stored[..grid.table_len()], stored.len() as u64).unwrap();
+            let table = parse_table(&grid, DType::Float32, &stored[..grid.table_len()], stored.len() as u64, true).unwrap();
             assert!(matches!(table[0], Block::Constant { .. }));
             assert!(matches!(table[1], Block::Stored { .. }));
             let mut out = vec![0u8; data.len()];
-            decode_chunk(DType::Float32, &grid, &stored, &mut out).unwrap();
+            decode_chunk(DType::Float32, &grid, &stored, &mut out, true).unwrap();
             assert_eq!(out, data, "{codec:?}");
         }
     }
@@ -263,9 +269,54 @@ mod tests {
             let mut bad = stored.clone();
             bad[at] ^= 0x40;
             let mut out = vec![0u8; data.len()];
-            assert!(decode_chunk(DType::Float32, &grid, &bad, &mut out).is_err(), "flipped byte {at} went unnoticed");
+            assert!(decode_chunk(DType::Float32, &grid, &bad, &mut out, true).is_err(), "flipped byte {at} went unnoticed");
         }
         let mut out = vec![0u8; data.len()];
-        assert!(decode_chunk(DType::Float32, &grid, &stored[..stored.len() - 1], &mut out).is_err());
+        assert!(decode_chunk(DType::Float32, &grid, &stored[..stored.len() - 1], &mut out, true).is_err());
+    }
+
+    #[cfg(feature = "zstd")]
+    #[test]
+    fn a_zstd_block_needs_the_feature_as_a_zstd_chunk_does() {
+        let grid = BlockGrid::new(&[16, 16], &[8, 8]);
+        // Repetitive, so that every block compresses.
+        let data: Vec<u8> = (0..256).flat_map(|i| ((i % 3) as f32).to_le_bytes()).collect();
+        let stored = encode_chunk(DType::Float32, Codec::zstd(1), &grid, &data);
+        assert_eq!(stored[4] & 0x0f, 0x02, "block 0 is zstd");
+        let mut out = vec![0u8; data.len()];
+        decode_chunk(DType::Float32, &grid, &stored, &mut out, true).unwrap();
+        assert_eq!(out, data);
+        let e = decode_chunk(DType::Float32, &grid, &stored, &mut out, false).unwrap_err();
+        assert!(e.contains("block 0") && e.contains("zstd"), "{e}");
+        let e = parse_table(&grid, DType::Float32, &stored[..grid.table_len()], stored.len() as u64, false).unwrap_err();
+        assert!(e.contains("feature"), "{e}");
+    }
+
+    #[test]
+    fn every_byte_of_a_constant_entry_is_checked_for_every_type() {
+        // A chunk of four constant blocks is its table alone; each byte of
+        // an entry is the value (accepted, any bits), or must be zero.
+        let grid = BlockGrid::new(&[4, 4], &[2, 2]);
+        for &dtype in DType::ALL.iter().filter(|&&d| d != DType::Bool) {
+            let esize = dtype.size();
+            let data: Vec<u8> = (0..16).flat_map(|k: u8| vec![(k / 8) * 2 + (k % 4) / 2 + 1; esize]).collect();
+            let stored = encode_chunk(dtype, Codec::NONE, &grid, &data);
+            assert_eq!(stored.len(), grid.table_len(), "{dtype}: constant blocks only");
+            for at in 0..ENTRY_BYTES {
+                let mut bad = stored.clone();
+                bad[16 + at] ^= 0x80;
+                let n = 4 * ENTRY_BYTES;
+                let crc = crc32(&bad[..n]);
+                put_u32(&mut bad, n, crc);
+                let mut out = vec![0u8; data.len()];
+                let got = decode_chunk(dtype, &grid, &bad, &mut out, true);
+                if (8..8 + esize).contains(&at) {
+                    got.unwrap();
+                    assert_ne!(out, data, "{dtype}: value byte {at}");
+                } else {
+                    assert!(got.is_err(), "{dtype}: entry byte {at} went unnoticed");
+                }
+            }
+        }
     }
 }

@@ -94,7 +94,7 @@ impl LocalBox {
         let mut spans = Vec::with_capacity(extent.len());
         for d in 0..extent.len() {
             let (i_lo, i_hi) = self.indices_in(d, origin[d], origin[d] + extent[d])?;
-            spans.push(Span { count: i_hi - i_lo + 1, src: self.step[d] * bst[d], dst: plan.spans[d].dst });
+            spans.push(Span { count: i_hi - i_lo + 1, src: self.step[d].saturating_mul(bst[d]), dst: plan.spans[d].dst });
             src0 += (self.first[d] + i_lo * self.step[d] - origin[d]) * bst[d];
             dst0 += i_lo * plan.spans[d].dst;
         }
@@ -181,7 +181,7 @@ impl Dataset {
             }
         };
         // The table, cached under the chunk's identity.
-        let table_id: ChunkId = (slot, offset, length, crc, TABLE_IN_CACHE, 0);
+        let table_id: ChunkId = (slot, offset, length, crc, TABLE_IN_CACHE, 0, 0);
         let cached = self.cache_lock().get(&table_id);
         let table = match cached {
             Some(t) => t,
@@ -195,12 +195,12 @@ impl Dataset {
                 t
             }
         };
-        let blocks = parse_table(&grid, var.dtype, &table, u64::from(length)).map_err(&bad)?;
+        let blocks = parse_table(&grid, var.dtype, &table, u64::from(length), self.lists_zstd()).map_err(&bad)?;
         let wanted = LocalBox::of(var, plan).blocks(&grid);
         let dtype_byte = DType::ALL.iter().position(|&d| d == var.dtype).unwrap_or(0) as u8;
         let block_id = |i: usize| match blocks[i] {
             Block::Stored { offset: at, length: len, crc: c, .. } => {
-                Some((slot, offset + at, len, c, dtype_byte, grid.block_box(i).1.iter().product::<usize>()))
+                Some((slot, offset + at, len, c, dtype_byte, grid.block_box(i).1.iter().product::<usize>(), 0))
             }
             Block::Constant { .. } => None,
         };

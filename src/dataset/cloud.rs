@@ -130,7 +130,10 @@ impl Dataset {
         let ps = u64::from(self.reader.page_size);
         let start = body_start(self.commit.head_len);
         let end = root.offset.saturating_add(ps);
-        if root.offset >= start && end <= self.commit.file_len && end - start <= budget as u64 * ps {
+        // No more bytes than the pages the page cache can keep: a larger
+        // budget must not read a large file whole into memory.
+        let pages = budget.min(index::CACHE_PAGES) as u64;
+        if root.offset >= start && end <= self.commit.file_len && end - start <= pages * ps {
             let mut bytes = vec![0u8; (end - start) as usize];
             if self.storage.read_at(start, &mut bytes).is_ok() {
                 let window = Window { inner: &*self.storage, start, bytes: &bytes };

@@ -165,7 +165,10 @@ pub(super) fn for_each_chunk(
             }
             let count = i_hi - i_lo + 1;
             let first = start[d] + i_lo * step[d];
-            spans[d] = Span { count: count as usize, src: step[d] as usize * cst[d], dst: bst[d] };
+            // A step larger than the extent takes one sample, whose stride is
+            // never used: it may exceed usize, so it saturates (with two
+            // samples or more, step * stride is below the layer's extent).
+            spans[d] = Span { count: count as usize, src: (step[d] as usize).saturating_mul(cst[d]), dst: bst[d] };
             src0 += (first as i128 - origin) as usize * cst[d];
             dst0 += i_lo as usize * bst[d];
             covers &= step[d] == 1 && first == c0 && count == c_end - c0;

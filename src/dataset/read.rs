@@ -384,7 +384,7 @@ impl Dataset {
             return Err(bad(format!("stored length {length} outside {min_len}..={max_len}")));
         }
         // Codec byte 2 is a format 1.3 feature: a file must announce it (SPEC.md 6.3).
-        if codec & 0x0f == codec::CODEC_ZSTD && !self.desc.features.incompat.iter().any(|f| f == FEATURE_ZSTD) {
+        if codec & 0x0f == codec::CODEC_ZSTD && !self.lists_zstd() {
             return Err(bad(format!("codec byte {codec:#04x} (zstd) in a file that does not list the feature \"zstd\"")));
         }
         // No codec expands beyond a fixed ratio: a short entry cannot claim a
@@ -423,9 +423,15 @@ impl Dataset {
             return Ok(());
         }
         match grid {
-            Some(grid) => blocks::decode_chunk(var.dtype, &grid, &stored, buf).map_err(bad),
+            Some(grid) => blocks::decode_chunk(var.dtype, &grid, &stored, buf, self.lists_zstd()).map_err(bad),
             None => codec::decode(var.dtype, codec, &stored, buf).map_err(bad),
         }
+    }
+
+    /// Whether the file lists the feature `zstd`, without which a zstd
+    /// chunk or block is corrupt (SPEC.md 6.3).
+    pub(super) fn lists_zstd(&self) -> bool {
+        self.desc.features.incompat.iter().any(|f| f == FEATURE_ZSTD)
     }
 
     /// The storage of the file slot a stored chunk names; a slot the
@@ -499,9 +505,15 @@ pub(super) fn check_constant(var: &Variable, value: &[u8; 8], coords: &[u64]) ->
 }
 
 /// The cache identity of a stored chunk decoded as a chunk of `var`.
+/// Deduplication lets variables with other block shapes share the bytes of
+/// a chunk made of blocks, which each decodes with its own block grid.
 pub(super) fn chunk_id(var: &Variable, slot: u16, offset: u64, length: u32, crc: u32) -> ChunkId {
     let dtype = DType::ALL.iter().position(|&d| d == var.dtype).unwrap_or(0) as u8;
-    (slot, offset, length, crc, dtype, var.chunk_elems)
+    let grid = var.blocks.as_ref().map_or(0, |b| {
+        let shapes: Vec<u8> = var.chunk.iter().chain(b).flat_map(|n| n.to_le_bytes()).collect();
+        xxh64(&shapes) | 1
+    });
+    (slot, offset, length, crc, dtype, var.chunk_elems, grid)
 }
 
 /// A constant entry's value as one native-order element, checked.
