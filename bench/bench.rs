@@ -275,6 +275,10 @@ fn suite_b(o: &Opts) {
         let wt = time(1, || write_volume(&tiled, true));
         t.row("full write, bricks + tiles across each axis", wt, raw.len() as u64, disk(&tiled), floor_w);
         settle();
+        // A full read goes to the bricks whether or not tiles are beside them.
+        let rt = time(3, || Dataset::open(&tiled).unwrap().read("v", &Region::full(&shape).unwrap(), Order::C, &mut out).unwrap());
+        assert!(out == vol);
+        t.row("full read, bricks + tiles across each axis", rt, raw.len() as u64, 0, floor_r);
         let mut tile_ratios = Vec::new();
         for (axis, from_bricks) in brick_slices.iter().enumerate() {
             let s = time_slice(&tiled, axis);

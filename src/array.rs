@@ -219,12 +219,30 @@ pub(crate) fn copy_block(spans: &[Span], esize: usize, src: &[u8], src0: usize, 
             let n = inner.count * esize;
             dst[d * esize..d * esize + n].copy_from_slice(&src[s * esize..s * esize + n]);
         } else {
-            for i in 0..inner.count {
-                let (a, b) = ((s + i * inner.src) * esize, (d + i * inner.dst) * esize);
-                dst[b..b + esize].copy_from_slice(&src[a..a + esize]);
+            // One element at a time: with the size known at compile time each
+            // copy is a load and a store, not a call to memcpy.
+            match esize {
+                1 => copy_strided::<1>(inner, src, s, dst, d),
+                2 => copy_strided::<2>(inner, src, s, dst, d),
+                4 => copy_strided::<4>(inner, src, s, dst, d),
+                8 => copy_strided::<8>(inner, src, s, dst, d),
+                _ => {
+                    for i in 0..inner.count {
+                        let (a, b) = ((s + i * inner.src) * esize, (d + i * inner.dst) * esize);
+                        dst[b..b + esize].copy_from_slice(&src[a..a + esize]);
+                    }
+                }
             }
         }
     });
+}
+
+/// The elements of one strided run of `N`-byte elements (offsets in elements).
+fn copy_strided<const N: usize>(inner: &Span, src: &[u8], s: usize, dst: &mut [u8], d: usize) {
+    for i in 0..inner.count {
+        let (a, b) = ((s + i * inner.src) * N, (d + i * inner.dst) * N);
+        dst[b..b + N].copy_from_slice(&src[a..a + N]);
+    }
 }
 
 /// Sets every element of a strided block of `dst` to `value` (one element's bytes).

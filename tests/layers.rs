@@ -348,3 +348,110 @@ fn a_failed_update_or_write_leaves_no_layer_stale() {
     assert_eq!(got, [3.0; 32], "the values were written before the mask failed");
     assert_eq!(level1(&ds), pairs(&got), "level 1 follows level 0");
 }
+
+/// A volume large enough for the update at commit to spread over several
+/// cores, with edge chunks clipped in every grid, partitionings whose
+/// chunks do not divide the bricks, bricks with margins, a missing-value
+/// mask, two levels and a quantized variable: after one commit, and after
+/// a partial update, every layer equals level 0.
+#[test]
+fn a_large_volume_with_tiles_keeps_every_layer_equal_to_level_0() {
+    let dir = Scratch::new("layers-large");
+    let shape = [100u64, 90, 70];
+    let names = ["a0", "a1", "a2"];
+    let (path, mut b) = builder(&dir, "large.vds", &shape);
+    let tiled = |v: &mut VariableBuilder| {
+        v.chunk(&[32, 32, 32])
+            .partitioning(&[1, 90, 70])
+            .partitioning(&[100, 1, 70])
+            .partitioning(&[100, 90, 1])
+            .partitioning(&[24, 40, 70])
+            .levels_of_detail(2, &[], LodMethod::Average);
+    };
+    let mut f = VariableBuilder::new("f", DType::Float32, &names);
+    tiled(&mut f);
+    f.codec(Codec::deflate(1)).margin(2, 3);
+    let mut m = VariableBuilder::new("m", DType::Int16, &names);
+    tiled(&mut m);
+    m.missing_mask(true);
+    let mut q = VariableBuilder::new("q", DType::Float32, &names);
+    tiled(&mut q);
+    q.quantization(DType::UInt16, -10.0, 10.0);
+    b.variable(&f).variable(&m).variable(&q);
+    let mut ds = b.create(&path).unwrap();
+    let total = shape.iter().product::<u64>() as usize;
+    let mut rng = Rng::new(seed(0x7e55));
+    let values: Vec<f32> = (0..total).map(|i| ((i % 977) as f32 * 0.013).sin() * 9.0 + rng.below(3) as f32).collect();
+    let ints: Vec<i16> = (0..total).map(|_| rng.below(2001) as i16 - 1000).collect();
+    let missing: Vec<bool> = (0..total).map(|_| rng.below(5) == 0).collect();
+    let full = Region::full(&shape).unwrap();
+    ds.write("f", &full, Order::C, &values).unwrap();
+    ds.write_masked("m", &full, Order::C, &ints, &missing).unwrap();
+    ds.write("q", &full, Order::C, &values).unwrap();
+    ds.commit().unwrap();
+    let report = ds.verify_full().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    // Each partitioning reads back what level 0 holds.
+    for p in 1..5u8 {
+        let mut out = vec![0f32; total];
+        ds.read_lod("f", 0, Some(p), &full, Order::C, &mut out).unwrap();
+        assert!(out == values, "partitioning {p}");
+        assert_eq!(ds.read_mask("m", 0, Some(p), &full, Order::C).unwrap(), missing, "mask of partitioning {p}");
+    }
+    // A partial update in F order, across chunk boundaries.
+    let region = Region::new(&[17, 5, 33], &[50, 61, 20]).unwrap();
+    let n = 50 * 61 * 20;
+    let patch: Vec<f32> = (0..n).map(|i| i as f32 * 0.001 - 3.0).collect();
+    let patch_i: Vec<i16> = (0..n).map(|i| (i % 300) as i16).collect();
+    ds.write("f", &region, Order::Fortran, &patch).unwrap();
+    ds.write_masked("m", &region, Order::Fortran, &patch_i, &vec![false; n]).unwrap();
+    ds.write("q", &region, Order::Fortran, &patch).unwrap();
+    ds.commit().unwrap();
+    let report = ds.verify_full().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    let mut bricks = vec![0f32; n];
+    let mut tiles = vec![0f32; n];
+    for p in 1..5u8 {
+        ds.read_lod("f", 0, Some(0), &region, Order::Fortran, &mut bricks).unwrap();
+        ds.read_lod("f", 0, Some(p), &region, Order::Fortran, &mut tiles).unwrap();
+        assert!(bricks == patch && tiles == patch, "partitioning {p}");
+    }
+    ds.close().unwrap();
+    let report = Dataset::open(&path).unwrap().verify_full().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+}
+
+/// A full read of a volume that also has tiles, whose extent the bricks
+/// divide, reads the bricks, and only them: as many stored bytes as the
+/// same read of the bricks named. (Where edge bricks reach beyond the
+/// extent, tiles that do not can hold fewer elements, and are read.)
+#[test]
+fn a_full_read_of_a_tiled_volume_reads_only_the_bricks() {
+    let dir = Scratch::new("layers-full-read");
+    let shape = [32u64, 24, 40];
+    let (path, mut b) = builder(&dir, "full.vds", &shape);
+    b.variable(
+        VariableBuilder::new("amp", DType::Float32, &["a0", "a1", "a2"])
+            .chunk(&[8, 8, 8])
+            .partitioning(&[1, 24, 40])
+            .partitioning(&[32, 1, 40])
+            .partitioning(&[32, 24, 1])
+            .codec(Codec::NONE),
+    );
+    let mut ds = b.create(&path).unwrap();
+    // No two chunks alike, so that none shares another's stored bytes.
+    let data: Vec<f32> = (0..32 * 24 * 40).map(|i| i as f32 * 0.5 - 5.0).collect();
+    let full = Region::full(&shape).unwrap();
+    ds.write("amp", &full, Order::C, &data).unwrap();
+    ds.close().unwrap();
+    let mut out = vec![0f32; data.len()];
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.choose_partitioning("amp", 0, &full).unwrap(), 0);
+    ds.read("amp", &full, Order::C, &mut out).unwrap();
+    assert!(out == data);
+    let chosen = ds.stored_bytes_read();
+    let ds = Dataset::open(&path).unwrap();
+    ds.read_lod("amp", 0, Some(0), &full, Order::C, &mut out).unwrap();
+    assert_eq!(chosen, ds.stored_bytes_read());
+    assert_eq!(chosen, data.len() as u64 * 4);
+}

@@ -2,8 +2,10 @@
 //! layer a read goes to, reading a level or a slice, and bringing every
 //! layer up to date from level 0 of the first partitioning at commit.
 
+use super::plan::{chunk_key, cores, fill_chunk, pipeline, valid_part, PARALLEL_MIN_BYTES};
+use super::write::prepare;
 use super::{Dataset, VarRef};
-use crate::array::{as_bytes, as_bytes_mut, Element, Order, Region};
+use crate::array::{as_bytes, as_bytes_mut, copy_block, strides, Element, Order, Region, Span};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::spec::{DType, LodMethod, Variable, MASK_LAYER};
 use crate::wire;
@@ -160,16 +162,16 @@ impl Dataset {
                 boxes = targets.iter().map(|c| chunk_bounds(base, c)).collect();
             }
             // The other partitionings of this level, from the first.
+            // One buffer serves every block of every partitioning.
+            let mut buf = Vec::new();
             for p in 1..var.parts.len() {
                 let layer = var.layer(lod, p as u8).ok_or_else(|| Error::new(ErrorKind::Internal, "layer missing"))?;
                 let regions = self.partition_regions(base, layer, &chunks_touching(layer, &boxes));
-                for (s, e) in regions {
-                    let shape: Vec<u64> = s.iter().zip(&e).map(|(a, b)| b - a).collect();
-                    let region = Region::new(&s, &shape)?;
-                    self.copy_region(base, layer, &region)?;
+                for block in regions {
+                    self.copy_block(base, layer, &block, &mut buf)?;
                     // The mask goes with the values.
                     if let (Some(from), Some(to)) = (var.stored_layer(lod, MASK_LAYER), var.stored_layer(lod, MASK_LAYER | p as u8)) {
-                        self.copy_region(from, to, &region)?;
+                        self.copy_block(from, to, &block, &mut buf)?;
                     }
                 }
             }
@@ -235,6 +237,79 @@ impl Dataset {
                 }
             })
             .collect()
+    }
+
+    /// Copies `block` of layer `from` into layer `to` (of the same shape and
+    /// type). When the block is made of whole chunks of both layers (see
+    /// [`Dataset::partition_regions`]) and `to` has no margins, each chunk
+    /// of `from` in it is decoded once and its elements scattered straight
+    /// into the chunks of `to` it feeds, held together in `buf`; those are
+    /// then encoded on several cores and stored whole. This moves every
+    /// element once, in runs along the source's innermost axes, where
+    /// reading the block into one buffer and cutting it into the target
+    /// chunks moves it twice, the second time one element at a time
+    /// across the whole block for tiles that cut the innermost axis.
+    /// Other blocks are copied as a region.
+    pub(super) fn copy_block(&mut self, from: &Variable, to: &Variable, block: &Bounds, buf: &mut Vec<u8>) -> Result<()> {
+        let (s, e) = block;
+        let aligned = |l: &Variable| (0..s.len()).all(|d| s[d] % l.chunk[d] == 0 && (e[d] % l.chunk[d] == 0 || e[d] == l.shape[d]));
+        let targets: Vec<Vec<u64>> = chunks_touching(to, std::slice::from_ref(block)).into_iter().collect();
+        let esize = to.esize();
+        let tbytes = to.chunk_elems * esize;
+        let total = targets.len().saturating_mul(tbytes);
+        if !aligned(from) || !aligned(to) || to.margin != [0, 0] || esize != from.esize() || total as u64 > self.memory_limit / 4 {
+            let shape: Vec<u64> = s.iter().zip(e).map(|(a, b)| b - a).collect();
+            return self.copy_region(from, to, &Region::new(s, &shape)?);
+        }
+        self.reserve(buf, total, "the chunks of a partitioning")?;
+        // Target chunks reaching beyond the extent keep the fill value there, as a write leaves it.
+        for (t, c) in targets.iter().enumerate() {
+            let (valid, _) = valid_part(to, c);
+            if valid.iter().map(|s| s.count).product::<usize>() != to.chunk_elems {
+                fill_chunk(to, &to.fill, &mut buf[t * tbytes..(t + 1) * tbytes]);
+            }
+        }
+        // The targets form a box of the target grid, in C order.
+        let tlo: Vec<u64> = s.iter().zip(&to.chunk).map(|(&x, &c)| x / c).collect();
+        let tdims: Vec<u64> = targets.last().map_or(Vec::new(), |l| l.iter().zip(&tlo).map(|(&h, &l)| h - l + 1).collect());
+        let sources: Vec<Vec<u64>> = chunks_touching(from, std::slice::from_ref(block)).into_iter().collect();
+        let src_bytes = from.chunk_elems * from.esize();
+        let workers = if sources.len() * src_bytes < PARALLEL_MIN_BYTES { 1 } else { cores().min(sources.len()) };
+        let this = &*self;
+        pipeline(
+            sources.len(),
+            workers,
+            || (),
+            |(), i| {
+                let mut data = Vec::new();
+                this.reserve(&mut data, src_bytes, "a chunk copied between layers")?;
+                this.load_chunk(from, &sources[i], &mut data)?;
+                Ok(data)
+            },
+            |i, data| {
+                scatter(from, &sources[i], &data, to, &tlo, &tdims, buf);
+                Ok(())
+            },
+        )?;
+        let workers = if total < PARALLEL_MIN_BYTES { 1 } else { cores().min(targets.len()) };
+        let buf = &buf[..];
+        let result = pipeline(
+            targets.len(),
+            workers,
+            || (),
+            |(), t| Ok(prepare(to, &targets[t], &buf[t * tbytes..(t + 1) * tbytes])),
+            |t, prepared| {
+                let key = chunk_key(to, &targets[t]);
+                self.unhold(&key);
+                let entry = self.store_prepared(to, prepared)?;
+                self.pending.insert(key, Some(entry));
+                Ok(())
+            },
+        );
+        if result.as_ref().is_err_and(|e| e.kind() == ErrorKind::Io) {
+            self.poisoned = true;
+        }
+        result
     }
 
     /// Copies a region from one stored layer to another of the same shape and type.
@@ -568,6 +643,53 @@ pub(super) fn chunks_touching(layer: &Variable, boxes: &[Bounds]) -> BTreeSet<Ve
         }
     }
     out
+}
+
+/// Copies the elements of chunk `c` of `from` (`data`, decoded; its own
+/// box, without margins) into the chunks of `to` that hold them: `buf`
+/// holds those chunks one after another, for the box of the target grid
+/// starting at `tlo` with `tdims` chunks per axis, in C order.
+fn scatter(from: &Variable, c: &[u64], data: &[u8], to: &Variable, tlo: &[u64], tdims: &[u64], buf: &mut [u8]) {
+    let n = c.len();
+    let esize = to.esize();
+    let tbytes = to.chunk_elems * esize;
+    let (ss, se) = chunk_bounds(from, c);
+    let sdims: Vec<usize> = from.stored_chunk().iter().map(|&x| x as usize).collect();
+    let sst = strides(&sdims, Order::C);
+    let tst = strides(&to.chunk.iter().map(|&x| x as usize).collect::<Vec<_>>(), Order::C);
+    let mn = from.margin[0];
+    // The target chunks this source overlaps.
+    let lo: Vec<u64> = ss.iter().zip(&to.chunk).map(|(&x, &k)| x / k).collect();
+    let hi: Vec<u64> = se.iter().zip(&to.chunk).map(|(&x, &k)| (x - 1) / k).collect();
+    if ss.iter().zip(&se).any(|(a, b)| a >= b) {
+        return;
+    }
+    let mut t = lo.clone();
+    let mut spans = vec![Span { count: 0, src: 0, dst: 0 }; n];
+    loop {
+        let (mut src0, mut dst0, mut index) = (0usize, 0usize, 0usize);
+        for d in 0..n {
+            let ts = t[d] * to.chunk[d];
+            let (a, b) = (ss[d].max(ts), se[d].min(ts + to.chunk[d]));
+            spans[d] = Span { count: (b - a) as usize, src: sst[d], dst: tst[d] };
+            src0 += (a + mn - c[d] * from.chunk[d]) as usize * sst[d];
+            dst0 += (a - ts) as usize * tst[d];
+            index = index * tdims[d] as usize + (t[d] - tlo[d]) as usize;
+        }
+        copy_block(&spans, esize, data, src0, &mut buf[index * tbytes..(index + 1) * tbytes], dst0);
+        let mut d = n;
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            if t[d] < hi[d] {
+                t[d] += 1;
+                break;
+            }
+            t[d] = lo[d];
+        }
+    }
 }
 
 /// The smallest box made of whole chunks of both layers along every axis
