@@ -19,8 +19,8 @@ pub(crate) use codec::CodecJson;
 pub use codec::{Codec, Compression};
 pub(crate) use descriptor::{AxisJson, DescriptorJson, FeaturesJson, LodJson, PartitioningJson, QuantJson, SlotJson, VariableJson};
 pub(crate) use features::{
-    FEATURE_CHUNK_HASHES, FEATURE_COMPACT, FEATURE_LOD, FEATURE_MARGINS, FEATURE_MASK, FEATURE_NO_VALUE, FEATURE_PARTITIONINGS,
-    FEATURE_QUANTIZATION, FEATURE_ZSTD, KNOWN_FEATURES,
+    FEATURE_BOUNDED, FEATURE_CHUNK_HASHES, FEATURE_COMPACT, FEATURE_LOD, FEATURE_MARGINS, FEATURE_MASK, FEATURE_NO_VALUE,
+    FEATURE_PARTITIONINGS, FEATURE_QUANTIZATION, FEATURE_ZSTD, KNOWN_FEATURES,
 };
 pub use types::{DType, Scalar};
 pub use variable::{Axis, LodMethod, Quantization, Variable};
@@ -30,7 +30,7 @@ pub const MAGIC: &[u8] = b"VDS ";
 /// The major version this library writes and reads. A file with another major version is refused.
 pub const FORMAT_MAJOR: u16 = 1;
 /// The minor version this library writes. Files of any minor version of major 1 are read.
-pub const FORMAT_MINOR: u16 = 4;
+pub const FORMAT_MINOR: u16 = 5;
 /// The most axes a dataset may have (the chunk key holds this many coordinates).
 pub const MAX_DIMS: usize = 8;
 /// The largest uncompressed chunk, in bytes (256 MiB).
@@ -135,7 +135,7 @@ mod tests {
     #[test]
     fn version_line_round_trip() {
         let line = version_line();
-        assert_eq!(line, "VDS 1.4\n");
+        assert_eq!(line, "VDS 1.5\n");
         assert_eq!(parse_version_line(line.trim_end().as_bytes()).unwrap(), (1, FORMAT_MINOR));
         assert_eq!(parse_version_line(b"VDS 1.7").unwrap(), (1, 7));
         assert_eq!(parse_version_line(b"VDS 2.0").unwrap_err().kind(), ErrorKind::UnsupportedVersion);

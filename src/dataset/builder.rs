@@ -3,6 +3,7 @@
 
 use super::{chunking, locking, slots, Dataset, Durability, Layout, DEFAULT_MEMORY_LIMIT};
 use crate::error::{invalid, Error, ErrorKind, Result};
+use crate::spec::FEATURE_BOUNDED;
 use crate::spec::{
     Axis, AxisJson, Codec, CodecJson, DType, DescriptorJson, FeaturesJson, LodJson, LodMethod, PartitioningJson, QuantJson, Scalar,
     SlotJson, VariableJson, FEATURE_CHUNK_HASHES, FEATURE_LOD, FEATURE_MARGINS, FEATURE_MASK, FEATURE_NO_VALUE, FEATURE_PARTITIONINGS,
@@ -321,6 +322,9 @@ impl DatasetBuilder {
         }
         if variables.iter().any(|v| v.codec.id == "zstd") {
             features.incompat.push(FEATURE_ZSTD.into());
+        }
+        if variables.iter().any(|v| v.codec.id == "bounded") {
+            features.incompat.push(FEATURE_BOUNDED.into());
         }
         let d = DescriptorJson {
             format: "vds".into(),

@@ -33,6 +33,10 @@ pub(crate) const FEATURE_LOD: &str = "levels_of_detail";
 /// compatible, for the same reason).
 pub(crate) const FEATURE_PARTITIONINGS: &str = "partitionings";
 
+/// A variable's codec is the error-bounded one (incompatible: a reader
+/// that does not know it cannot decode the chunks; format 1.5).
+pub(crate) const FEATURE_BOUNDED: &str = "bounded_codec";
+
 /// The container has the compact layout: a head not padded to 4 KiB and
 /// 128-byte commit slots (incompatible: a reader that does not know it
 /// would look for the slots in the wrong place; format 1.4). Listed
@@ -52,6 +56,8 @@ pub(crate) const KNOWN_FEATURES: &[&str] = &[
     FEATURE_COMPACT,
     #[cfg(feature = "zstd")]
     FEATURE_ZSTD,
+    #[cfg(feature = "zstd")]
+    FEATURE_BOUNDED,
 ];
 
 /// The three lists of `features`.
@@ -77,7 +83,7 @@ type Uses = fn(&VariableJson) -> bool;
 
 /// Every feature the format defines (in every build), with its list and
 /// what uses it.
-const DEFINED: [(&str, List, Uses); 7] = [
+const DEFINED: [(&str, List, Uses); 8] = [
     (FEATURE_NO_VALUE, List::Compat, |v| v.no_value.is_some()),
     (FEATURE_LOD, List::RoCompat, |v| v.lod.is_some()),
     (FEATURE_PARTITIONINGS, List::RoCompat, |v| !v.partitionings.is_empty()),
@@ -85,6 +91,7 @@ const DEFINED: [(&str, List, Uses); 7] = [
     (FEATURE_QUANTIZATION, List::Incompat, |v| v.quantization.is_some()),
     (FEATURE_MARGINS, List::Incompat, |v| v.margin.is_some_and(|m| m != [0, 0])),
     (FEATURE_ZSTD, List::Incompat, |v| v.codec.id == "zstd"),
+    (FEATURE_BOUNDED, List::Incompat, |v| v.codec.id == "bounded"),
 ];
 
 /// Checks that every feature name the format defines appears only in its
