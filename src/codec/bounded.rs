@@ -170,8 +170,8 @@ pub(crate) fn encode(esize: usize, data: &[u8], shape: &[usize], tol: f64, exact
         return None;
     }
     let out = match esize {
-        4 => encode_as::<f32>(data, lorenzo_shape(shape), tol, exact, level)?,
-        8 => encode_as::<f64>(data, lorenzo_shape(shape), tol, exact, level)?,
+        4 => encode_as::<f32>(data, shape, tol, exact, level)?,
+        8 => encode_as::<f64>(data, shape, tol, exact, level)?,
         _ => return None,
     };
     // The guarantee, checked on the bytes as the reader will see them.
@@ -197,7 +197,35 @@ fn check<T: Float>(data: &[u8], back: &[u8], tol: f64, exact: &[u64]) -> bool {
     })
 }
 
-fn encode_as<T: Float>(data: &[u8], n: [usize; 3], tol: f64, exact: &[u64], level: u8) -> Option<Vec<u8>> {
+/// The codes and outliers of a chunk under the predictor's view `n`.
+struct Quantized {
+    n: [usize; 3],
+    codes: Vec<u32>,
+    /// The outliers' exact values, little-endian, in element order.
+    outliers: Vec<u8>,
+}
+
+impl Quantized {
+    /// An estimate of the bits the codes and outliers take once compressed:
+    /// the codes' order-0 entropy (codes past 2^16 at 32 bits each) and 8
+    /// bits per outlier byte. Only compared between views of one chunk.
+    fn cost(&self) -> f64 {
+        let mut counts = vec![0u32; 1 << 16];
+        let mut wide = 0usize;
+        for &c in &self.codes {
+            match counts.get_mut(c as usize) {
+                Some(k) => *k += 1,
+                None => wide += 1,
+            }
+        }
+        let total = self.codes.len() as f64;
+        let entropy: f64 = counts.iter().filter(|&&k| k > 0).map(|&k| -f64::from(k) * (f64::from(k) / total).log2()).sum();
+        entropy + 32.0 * wide as f64 + 8.0 * self.outliers.len() as f64
+    }
+}
+
+/// Quantizes a chunk under the predictor's view `n` (SPEC.md 6.5).
+fn quantize<T: Float>(data: &[u8], n: [usize; 3], tol: f64, exact: &[u64]) -> Quantized {
     let step = 2.0 * tol;
     let elems = data.len() / T::SIZE;
     let mut codes: Vec<u32> = Vec::with_capacity(elems);
@@ -209,7 +237,8 @@ fn encode_as<T: Float>(data: &[u8], n: [usize; 3], tol: f64, exact: &[u64], leve
             for k in 1..=n[2] {
                 let o = j * lz.row + k;
                 let p = lz.predict(o);
-                let x = T::get(values.next()?);
+                // The views' extents multiply to the element count.
+                let Some(x) = values.next().map(T::get) else { break };
                 let xw = x.wide();
                 let special = !xw.is_finite() || exact.contains(&x.bits());
                 let mut code = 0u32;
@@ -235,6 +264,27 @@ fn encode_as<T: Float>(data: &[u8], n: [usize; 3], tol: f64, exact: &[u64], leve
         }
         lz.next_plane();
     }
+    Quantized { n, codes, outliers }
+}
+
+/// The predictor's views the encoder tries for a chunk of `shape`: the
+/// chunk's own axes (up to three, [`lorenzo_shape`]); the last axis alone
+/// with the others merged before it, 2-D; and all elements as one axis,
+/// 1-D. On noisy data the lower-order views predict better (fewer noisy
+/// neighbours are summed); on smooth data the 3-D one does.
+fn views(shape: &[usize]) -> Vec<[usize; 3]> {
+    let own = lorenzo_shape(shape);
+    let elems: usize = own.iter().product();
+    let last = own[2];
+    let mut v = vec![own, lorenzo_shape(&[elems / last, last]), [1, 1, elems]];
+    v.dedup();
+    v
+}
+
+fn encode_as<T: Float>(data: &[u8], shape: &[usize], tol: f64, exact: &[u64], level: u8) -> Option<Vec<u8>> {
+    let best = views(shape).into_iter().map(|n| quantize::<T>(data, n, tol, exact)).min_by(|a, b| a.cost().total_cmp(&b.cost()))?;
+    let Quantized { n, codes, outliers } = best;
+    let elems = codes.len();
     let max = codes.iter().copied().max().unwrap_or(0);
     let width: usize = if max < 1 << 8 {
         1
@@ -648,6 +698,25 @@ mod tests {
             let theirs: Vec<u64> = spec_decode(&stored, 4).iter().map(|x| x.to_bits()).collect();
             assert_eq!(ours, theirs, "float32, tolerance {tol}");
         }
+    }
+
+    /// On white noise the 1-D view predicts best (each Lorenzo term adds a
+    /// noisy neighbour); on a smooth volume, the 3-D one. The encoder keeps
+    /// the view it estimates smallest, and the stream says which.
+    #[test]
+    fn the_encoder_keeps_the_view_that_predicts_best() {
+        let view = |stored: &[u8]| [16, 20, 24].map(|at| u32::from_le_bytes(stored[at..at + 4].try_into().unwrap()));
+        let mut rng = Rng(3);
+        let noise: Vec<f32> = (0..16 * 16 * 16).map(|_| rng.unit() as f32).collect();
+        let stored = encode(4, &bytes32(&noise), &[16, 16, 16], 0.01, &[], 3).unwrap();
+        assert_eq!(view(&stored), [1, 1, 4096]);
+        let smooth: Vec<f32> = (0..16 * 16 * 16)
+            .map(|i| ((i / 256) as f32 * 0.3).sin() * ((i / 16 % 16) as f32 * 0.2).cos() * ((i % 16) as f32 * 0.5).sin())
+            .collect();
+        let stored = encode(4, &bytes32(&smooth), &[16, 16, 16], 1e-4, &[], 3).unwrap();
+        assert_eq!(view(&stored), [16, 16, 16]);
+        assert_eq!(views(&[4, 1, 8, 16]), [[4, 8, 16], [1, 32, 16], [1, 1, 512]]);
+        assert_eq!(views(&[100]), [[1, 1, 100]]);
     }
 
     #[test]
