@@ -196,7 +196,7 @@ pub fn import(args: &Args, layout: &Layout) -> Result<(), Fail> {
     }
     b.axis(Axis::new(HEADER_AXIS, 240));
     let mut vb = VariableBuilder::new(AMPLITUDE, dtype, &names);
-    vb.codec(layout.codec.unwrap_or(Codec::deflate(1))).missing_mask(!g.complete());
+    vb.codec(layout.codec_for(dtype).unwrap_or(Codec::deflate(1))).missing_mask(!g.complete());
     if let Some(c) = layout.chunk(AMPLITUDE, names.len()) {
         vb.chunk(c);
     } else {
@@ -211,7 +211,7 @@ pub fn import(args: &Args, layout: &Layout) -> Result<(), Fail> {
     let mut hb = VariableBuilder::new(TRACE_HEADERS, DType::UInt8, &head_axes);
     let mut hchunk = chunk[..chunk.len() - 1].to_vec();
     hchunk.push(240);
-    hb.codec(layout.codec.unwrap_or(Codec::deflate(1))).chunk(&hchunk);
+    hb.codec(layout.codec_for(DType::UInt8).unwrap_or(Codec::deflate(1))).chunk(&hchunk);
     b.variable(&hb);
     b.attribute(SEGY_ATTR, segy_attribute(&file, &g, delay));
     if let Some(s) = g.survey {
