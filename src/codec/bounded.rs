@@ -124,11 +124,13 @@ impl Lorenzo {
     }
 
     /// The prediction of element (i, j, k) of the current plane, j and k
-    /// counted from 1 in the padded planes; the sum in SPEC.md's order.
+    /// counted from 1 in the padded planes; the sum in SPEC.md's order,
+    /// which adds the value decoded just before last, so that the chain of
+    /// dependent operations from one element to the next is short.
     #[inline(always)]
     fn predict(&self, o: usize) -> f64 {
         let (p, c, r) = (&self.prev, &self.cur, self.row);
-        p[o] + c[o - r] + c[o - 1] - p[o - r] - p[o - 1] - c[o - r - 1] + p[o - r - 1]
+        p[o] + c[o - r] - p[o - r] - p[o - 1] - c[o - r - 1] + p[o - r - 1] + c[o - 1]
     }
 
     /// Ends a plane: the current one becomes the previous one.
@@ -227,6 +229,8 @@ impl Quantized {
 /// Quantizes a chunk under the predictor's view `n` (SPEC.md 6.5).
 fn quantize<T: Float>(data: &[u8], n: [usize; 3], tol: f64, exact: &[u64]) -> Quantized {
     let step = 2.0 * tol;
+    // Any q will do (the check decides): a product is cheaper than a quotient.
+    let inverse = 1.0 / step;
     let elems = data.len() / T::SIZE;
     let mut codes: Vec<u32> = Vec::with_capacity(elems);
     let mut outliers: Vec<u8> = Vec::new();
@@ -243,16 +247,17 @@ fn quantize<T: Float>(data: &[u8], n: [usize; 3], tol: f64, exact: &[u64]) -> Qu
                 let special = !xw.is_finite() || exact.contains(&x.bits());
                 let mut code = 0u32;
                 let mut r = xw;
-                if xw.is_finite() {
-                    let q = ((xw - p) / step).round();
-                    if q.abs() <= MAX_STEPS {
-                        let y = T::narrow(p + q * step);
-                        let ok = if special { y.bits() == x.bits() } else { within(xw, y.wide(), tol) };
-                        if ok {
-                            let q = q as i64;
-                            code = (((q << 1) ^ (q >> 63)) + 1) as u32;
-                            r = y.wide();
-                        }
+                let t = (xw - p) * inverse;
+                // Also false for NaN (a prediction that overflowed).
+                if xw.is_finite() && t.abs() <= MAX_STEPS {
+                    // Rounded half away from zero by a truncating conversion:
+                    // f64::round is a libm call here, and any q will do.
+                    let q = (t + 0.5f64.copysign(t)) as i64;
+                    let y = T::narrow(p + q as f64 * step);
+                    let ok = if special { y.bits() == x.bits() } else { within(xw, y.wide(), tol) };
+                    if ok {
+                        code = (((q << 1) ^ (q >> 63)) + 1) as u32;
+                        r = y.wide();
                     }
                 }
                 if code == 0 {
@@ -267,22 +272,42 @@ fn quantize<T: Float>(data: &[u8], n: [usize; 3], tol: f64, exact: &[u64]) -> Qu
     Quantized { n, codes, outliers }
 }
 
-/// The predictor's views the encoder tries for a chunk of `shape`: the
-/// chunk's own axes (up to three, [`lorenzo_shape`]); the last axis alone
-/// with the others merged before it, 2-D; and all elements as one axis,
-/// 1-D. On noisy data the lower-order views predict better (fewer noisy
-/// neighbours are summed); on smooth data the 3-D one does.
-fn views(shape: &[usize]) -> Vec<[usize; 3]> {
-    let own = lorenzo_shape(shape);
+/// The predictor's views the encoder tries for a chunk whose own view is
+/// `own` ([`lorenzo_shape`]): that one; the last axis alone with the others
+/// merged before it, 2-D; and all elements as one axis, 1-D. On noisy data
+/// the lower-order views predict better (fewer noisy neighbours are
+/// summed); on smooth data the 3-D one does.
+fn views_of(own: [usize; 3]) -> [[usize; 3]; 3] {
     let elems: usize = own.iter().product();
     let last = own[2];
-    let mut v = vec![own, lorenzo_shape(&[elems / last, last]), [1, 1, elems]];
-    v.dedup();
-    v
+    [own, lorenzo_shape(&[elems / last, last]), [1, 1, elems]]
 }
 
 fn encode_as<T: Float>(data: &[u8], shape: &[usize], tol: f64, exact: &[u64], level: u8) -> Option<Vec<u8>> {
-    let best = views(shape).into_iter().map(|n| quantize::<T>(data, n, tol, exact)).min_by(|a, b| a.cost().total_cmp(&b.cost()))?;
+    let own = lorenzo_shape(shape);
+    let full = views_of(own);
+    // The views are judged on a leading part of the chunk (an eighth of its
+    // first axis longer than 1), quantized under each; the chunk is then
+    // quantized under the winner alone.
+    let lead = own.iter().position(|&e| e > 1).unwrap_or(2);
+    let mut part = own;
+    part[lead] = (own[lead] / 8).max(1);
+    let sample = views_of(part);
+    let sampled = part != own;
+    let m = part.iter().product::<usize>() * T::SIZE;
+    let mut best: Option<(f64, usize, Quantized)> = None;
+    for k in 0..3 {
+        if sample[..k].contains(&sample[k]) {
+            continue;
+        }
+        let q = quantize::<T>(&data[..m], sample[k], tol, exact);
+        let cost = q.cost();
+        if best.as_ref().is_none_or(|(c, _, _)| cost < *c) {
+            best = Some((cost, k, q));
+        }
+    }
+    let (_, k, q) = best?;
+    let best = if sampled { quantize::<T>(data, full[k], tol, exact) } else { q };
     let Quantized { n, codes, outliers } = best;
     let elems = codes.len();
     let max = codes.iter().copied().max().unwrap_or(0);
@@ -650,11 +675,12 @@ mod tests {
                     } else {
                         let z = c - 1;
                         let q: i64 = if z % 2 == 0 { (z / 2) as i64 } else { -(z.div_ceil(2) as i64) };
-                        let p = r(&out, i - 1, j, l) + r(&out, i, j - 1, l) + r(&out, i, j, l - 1)
+                        let p = r(&out, i - 1, j, l) + r(&out, i, j - 1, l)
                             - r(&out, i - 1, j - 1, l)
                             - r(&out, i - 1, j, l - 1)
                             - r(&out, i, j - 1, l - 1)
-                            + r(&out, i - 1, j - 1, l - 1);
+                            + r(&out, i - 1, j - 1, l - 1)
+                            + r(&out, i, j, l - 1);
                         let y = p + q as f64 * (2.0 * t);
                         if esize == 4 {
                             f64::from(y as f32)
@@ -715,8 +741,8 @@ mod tests {
             .collect();
         let stored = encode(4, &bytes32(&smooth), &[16, 16, 16], 1e-4, &[], 3).unwrap();
         assert_eq!(view(&stored), [16, 16, 16]);
-        assert_eq!(views(&[4, 1, 8, 16]), [[4, 8, 16], [1, 32, 16], [1, 1, 512]]);
-        assert_eq!(views(&[100]), [[1, 1, 100]]);
+        assert_eq!(views_of(lorenzo_shape(&[4, 1, 8, 16])), [[4, 8, 16], [1, 32, 16], [1, 1, 512]]);
+        assert_eq!(views_of(lorenzo_shape(&[100])), [[1, 1, 100]; 3]);
     }
 
     #[test]
