@@ -9,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "vds.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <stdint.h>
@@ -1087,6 +1088,68 @@ static void test_write_back(void) {
     OK(vds_close(ds));
 }
 
+/* The bounded codec: every value within the tolerance, NaN and the fill value exact. */
+static void test_bounded(void) {
+    vds_builder *b = NULL;
+    vds_dataset *ds = NULL;
+    vds_variable_info info;
+    const char *axes[2] = {"x", "y"};
+    const uint64_t chunk[2] = {32, 40};
+    uint64_t start[2] = {0, 0}, shape[2] = {64, 80};
+    static float values[64 * 80], back[64 * 80];
+    float fill = -999.25f;
+    double tol = 0.01, got_tol = -1.0;
+    int i, ok_all = 1;
+    for (i = 0; i < 64 * 80; i++) {
+        /* A smooth surface (no libm: the test links without it). */
+        double u = (i % 80) * 0.05 - 2.0, v = (i / 80) * 0.03 - 1.0;
+        values[i] = (float)(u * u * v - 0.5 * u + v * v * v);
+    }
+    values[7] = fill;
+    values[8] = (float)NAN;
+    OK(vds_builder_new(&b));
+    OK(vds_builder_add_axis(b, "x", 64, NULL, 0.0, 63.0));
+    OK(vds_builder_add_axis(b, "y", 80, NULL, 0.0, 79.0));
+    OK(vds_builder_add_variable(b, "a", VDS_FLOAT32, axes, 2, chunk));
+    OK(vds_builder_add_variable(b, "n", VDS_INT16, axes, 2, chunk));
+    OK(vds_builder_set_fill(b, "a", (const uint8_t *)&fill, sizeof fill));
+    OK(vds_builder_set_overwrite(b, true));
+    EXPECT(vds_builder_set_bounded_codec(b, "a", 0.0, 3), VDS_ERR_INVALID_ARGUMENT, "tolerance 0 is not in (0, 1e300]");
+    EXPECT(vds_builder_set_bounded_codec(b, "a", NAN, 3), VDS_ERR_INVALID_ARGUMENT, "is not in (0, 1e300]");
+    EXPECT(vds_builder_set_bounded_codec(b, "a", tol, 23), VDS_ERR_INVALID_ARGUMENT, "zstd level 23");
+    EXPECT(vds_builder_set_bounded_codec(b, "nope", tol, 3), VDS_ERR_NOT_FOUND, "no variable named");
+    EXPECT(vds_builder_set_codec(b, "a", VDS_COMPRESSION_BOUNDED, 3, false), VDS_ERR_INVALID_ARGUMENT, "vds_builder_set_bounded_codec");
+    OK(vds_builder_set_bounded_codec(b, "n", tol, 3));
+    EXPECT(vds_builder_create(b, path_in("bounded.vds"), &ds), VDS_ERR_INVALID_ARGUMENT, "float32 or float64");
+    OK(vds_builder_set_codec(b, "n", VDS_COMPRESSION_ZSTD, 1, true));
+    OK(vds_builder_set_bounded_codec(b, "a", tol, 3));
+    OK(vds_builder_create(b, path_in("bounded.vds"), &ds));
+    OK(vds_builder_free(b));
+    if (!ds) return;
+    OK(vds_write(ds, 0, VDS_FLOAT32, start, shape, NULL, 2, VDS_ORDER_C, (const uint8_t *)values, sizeof values));
+    OK(vds_close(ds));
+    OK(vds_open(path_in("bounded.vds"), VDS_OPEN_READ, &ds));
+    OK(vds_read(ds, 0, VDS_FLOAT32, start, shape, NULL, 2, VDS_ORDER_C, (uint8_t *)back, sizeof back));
+    for (i = 0; i < 64 * 80; i++) {
+        if (i == 7 || i == 8) {
+            ok_all &= memcmp(&values[i], &back[i], sizeof(float)) == 0;
+        } else {
+            double d = (double)values[i] - (double)back[i];
+            ok_all &= d <= tol && -d <= tol;
+        }
+    }
+    CHECK(ok_all);
+    OK(vds_get_variable_info(ds, 0, &info));
+    CHECK(info.compression == VDS_COMPRESSION_BOUNDED && info.level == 3 && !info.shuffle);
+    OK(vds_variable_tolerance(ds, 0, &got_tol));
+    CHECK(got_tol == tol);
+    OK(vds_variable_tolerance(ds, 1, &got_tol));
+    CHECK(got_tol == 0.0);
+    EXPECT(vds_variable_tolerance(ds, 2, &got_tol), VDS_ERR_OUT_OF_RANGE, "variable index 2");
+    EXPECT(vds_variable_tolerance(ds, 0, NULL), VDS_ERR_NULL_POINTER, "out_tolerance is NULL");
+    OK(vds_close(ds));
+}
+
 int main(int argc, char **argv) {
     vds_dataset *ds;
     char path[1200];
@@ -1113,6 +1176,7 @@ int main(int argc, char **argv) {
     test_layers();
     test_blocks();
     test_quantization();
+    test_bounded();
     test_mask();
     test_margins();
     test_growth();

@@ -202,6 +202,11 @@ class Builder {
         check(vds_builder_set_codec(h_, var.c_str(), VDS_COMPRESSION_ZSTD, level, shuffle));
         return *this;
     }
+    /* Lossy, every value within `tolerance` of the value written (float32 and float64). */
+    Builder &bounded(const std::string &var, double tolerance, uint32_t level = 3) {
+        check(vds_builder_set_bounded_codec(h_, var.c_str(), tolerance, level));
+        return *this;
+    }
     template <typename T> Builder &fill(const std::string &var, T value) {
         check(vds_builder_set_fill(h_, var.c_str(), reinterpret_cast<const uint8_t *>(&value), sizeof value));
         return *this;

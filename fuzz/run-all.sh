@@ -6,7 +6,7 @@
 set -eu
 cd "$(dirname "$0")"
 secs=${1:-660}
-for t in descriptor index_page codec open_read mutate merge segy; do
+for t in descriptor index_page codec bounded open_read mutate merge segy; do
     echo "== $t ($secs s) $(date -u +%FT%TZ)"
     start=$(date +%s)
     cargo +nightly fuzz run -O "$t" "corpus/$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 \

@@ -414,6 +414,15 @@ enum vds_compression
    * with `VDS_ERR_UNSUPPORTED_FEATURE`.
    */
   VDS_COMPRESSION_ZSTD = 2,
+  /**
+   * Lossy with a guaranteed bound (format 1.5), float32 and float64
+   * only: every value read back is within the tolerance of the value
+   * written; NaNs, infinities, the fill value and the no-value marker
+   * come back bit for bit. Set with `vds_builder_set_bounded_codec`
+   * (`vds_builder_set_codec` refuses it, having no tolerance). Not in
+   * builds without the cargo feature `zstd`.
+   */
+  VDS_COMPRESSION_BOUNDED = 3,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -700,6 +709,25 @@ vds_status vds_builder_set_codec(struct vds_builder *b,
                                  bool shuffle);
 
 /**
+ * Sets the codec of variable `var` (float32 or float64) to the bounded
+ * codec: every value read back is within `tolerance` (finite, in
+ * (0, 1e300]) of the value written, and NaNs, infinities, the fill value
+ * and the no-value marker come back bit for bit; the codes are compressed
+ * by zstd at `level` (1..22; 3 is a good default). A chunk the codec cannot
+ * store within the bound, or smaller, is stored losslessly. Creating the
+ * container fails with `VDS_ERR_INVALID_ARGUMENT` if the variable is not
+ * float32 or float64 or is quantized, and with
+ * `VDS_ERR_UNSUPPORTED_FEATURE` in a build without zstd.
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+ * `VDS_ERR_NOT_FOUND`, `VDS_ERR_INVALID_ARGUMENT` (tolerance or level out of range).
+ */
+vds_status vds_builder_set_bounded_codec(struct vds_builder *b,
+                                         const char *var,
+                                         double tolerance,
+                                         uint32_t level);
+
+/**
  * Sets the unit of variable `var` (NULL for none).
  *
  * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`, `VDS_ERR_NOT_FOUND`.
@@ -899,6 +927,16 @@ vds_status vds_variable_find(const struct vds_dataset *ds, const char *name, siz
 vds_status vds_get_variable_info(const struct vds_dataset *ds,
                                  size_t index,
                                  struct vds_variable_info *out_info);
+
+/**
+ * Stores in `*out_tolerance` the error bound of variable `index`'s codec:
+ * its tolerance if the codec is `VDS_COMPRESSION_BOUNDED`, else 0 (lossless).
+ *
+ * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`, `VDS_ERR_OUT_OF_RANGE`.
+ */
+vds_status vds_variable_tolerance(const struct vds_dataset *ds,
+                                  size_t index,
+                                  double *out_tolerance);
 
 /**
  * Copies the name of variable `index`, like `vds_axis_name`.

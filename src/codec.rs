@@ -13,6 +13,8 @@
 use crate::spec::{Codec, Compression, DType};
 
 pub(crate) mod blocks;
+#[cfg(feature = "zstd")]
+pub(crate) mod bounded;
 mod deflate;
 #[cfg(feature = "zstd")]
 mod zstd;
@@ -49,15 +51,19 @@ pub(crate) const CODEC_NONE: u8 = 0;
 pub(crate) const CODEC_DEFLATE: u8 = 1;
 /// Codec byte: one zstd frame (format 1.3).
 pub(crate) const CODEC_ZSTD: u8 = 2;
+/// Codec byte: an error-bounded stream (format 1.5, SPEC.md 6.6).
+pub(crate) const CODEC_BOUNDED: u8 = 3;
 /// Codec byte flag: the raw bytes were byte-shuffled before compression.
 pub(crate) const CODEC_SHUFFLE: u8 = 0x10;
 
 /// The most raw bytes one stored byte can decode to with compression id
 /// `codec & 0x0f` (SPEC.md 9.3): deflate 1032 (zlib's largest expansion),
-/// zstd 32768 (a 4-byte RLE block makes 128 KiB).
+/// zstd 32768 (a 4-byte RLE block makes 128 KiB), a bounded stream 8 times
+/// zstd's (its zstd frame holds at least one byte per element of at most 8).
 pub(crate) fn max_expansion(codec: u8) -> u64 {
     match codec & 0x0f {
         CODEC_ZSTD => 32_768,
+        CODEC_BOUNDED => 8 * 32_768,
         _ => 1032,
     }
 }
@@ -91,9 +97,29 @@ pub(crate) fn le_to_native(buf: &mut [u8], esize: usize) {
 type Compressor = fn(&[u8], u8) -> Option<Vec<u8>>;
 
 /// Encodes one chunk in memory form with `codec`; returns the codec byte
-/// that describes the result and the stored bytes.
+/// that describes the result and the stored bytes. A chunk of a bounded
+/// codec is taken as one axis, with no values kept exactly but NaNs and
+/// infinities: see [`encode_shaped`].
 pub(crate) fn encode(dtype: DType, codec: Codec, data: &[u8]) -> (u8, Vec<u8>) {
+    encode_shaped(dtype, codec, data, &[data.len() / dtype.size()], &[])
+}
+
+/// Encodes one chunk of `shape` (elements, C order) in memory form with
+/// `codec`; a bounded codec keeps the elements whose bits (of `dtype`'s
+/// width) are in `exact` bit for bit, and stores the chunk losslessly (zstd,
+/// shuffled) when its stream would not be shorter or would miss the bound.
+pub(crate) fn encode_shaped(dtype: DType, codec: Codec, data: &[u8], shape: &[usize], exact: &[u64]) -> (u8, Vec<u8>) {
     let esize = dtype.size();
+    #[cfg(feature = "zstd")]
+    if let Compression::Bounded { tolerance, level } = codec.compression {
+        if matches!(dtype, DType::Float32 | DType::Float64) {
+            if let Some(out) = bounded::encode(esize, data, shape, tolerance, exact, level) {
+                return (CODEC_BOUNDED, out);
+            }
+        }
+        return encode_shaped(dtype, Codec::zstd(level), data, shape, exact);
+    }
+    let _ = (shape, exact);
     let raw_form = || {
         if dtype == DType::Bool {
             pack_bits(data)
@@ -111,7 +137,10 @@ pub(crate) fn encode(dtype: DType, codec: Codec, data: &[u8]) -> (u8, Vec<u8>) {
         // Not built in: no descriptor can name it (SPEC.md 3.4), so this is
         // not reached; storing raw is still a valid encoding.
         #[cfg(not(feature = "zstd"))]
-        Compression::Zstd { .. } => return (CODEC_NONE, raw_form()),
+        Compression::Zstd { .. } | Compression::Bounded { .. } => return (CODEC_NONE, raw_form()),
+        // Handled above.
+        #[cfg(feature = "zstd")]
+        Compression::Bounded { .. } => return (CODEC_NONE, raw_form()),
     };
     let shuffle = codec.shuffle && esize > 1 && dtype != DType::Bool;
     // Compress from the memory form where it is the raw form; the raw form
@@ -180,6 +209,20 @@ pub(crate) fn decode(dtype: DType, codec: u8, stored: &[u8], out: &mut [u8]) -> 
                     unshuffle_to_native(&raw, esize, out);
                 }
             }
+        }
+        CODEC_BOUNDED => {
+            if shuffled {
+                return Err("shuffle flag on a bounded chunk".into());
+            }
+            if !matches!(dtype, DType::Float32 | DType::Float64) {
+                return Err(format!("bounded chunk in a {} variable (only float32 and float64)", dtype.name()));
+            }
+            #[cfg(feature = "zstd")]
+            {
+                bounded::decode(esize, stored, out)?;
+            }
+            #[cfg(not(feature = "zstd"))]
+            return Err("bounded chunk, and this build of libvds has no zstd (cargo feature \"zstd\")".into());
         }
         other => return Err(format!("unknown compression id {other}")),
     }

@@ -460,7 +460,7 @@ impl Dataset {
             if only.is_some_and(|v| h.layer.index != v) {
                 continue;
             }
-            let e = match prepare(&h.layer, &h.coords, &h.data) {
+            let e = match prepare(&h.layer, &h.coords, &h.data, h.lossless) {
                 Prepared::Entry(e) => e,
                 Prepared::Bytes { codec, bytes, crc, hash } => {
                     Entry::Stored { codec, slot: 0, offset: 0, length: bytes.len() as u32, crc, hash }

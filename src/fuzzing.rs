@@ -134,6 +134,90 @@ fn blocks_of(dtype: DType, sel: u8, elems: usize, rest: &[u8]) {
     }
 }
 
+/// Fuzz target `bounded`: the error-bounded codec (SPEC.md 6.6). Its
+/// decoder on arbitrary bytes behind a well-formed header, then its encoder
+/// on arbitrary values of a chunk of arbitrary shape, at an arbitrary
+/// tolerance: every value must come back within the bound (checked here
+/// independently of the encoder's own check), and NaNs, infinities and the
+/// value kept exactly bit for bit.
+// Chunks in memory form are in native byte order.
+#[allow(clippy::host_endian_bytes)]
+pub fn bounded(data: &[u8]) {
+    let mut b = Bytes { data, pos: 0 };
+    let sel = b.u8();
+    let dtype = if sel & 1 == 0 { DType::Float32 } else { DType::Float64 };
+    let esize = dtype.size();
+    let shape = [1 + b.below(12) as usize, 1 + b.below(12) as usize, 1 + b.below(40) as usize];
+    let tol =
+        if sel & 2 == 0 { 10f64.powi(b.below(80) as i32 - 40) * (1 + b.below(999)) as f64 / 100.0 } else { f64::from_bits(b.u64()).abs() };
+    let rest = data.get(b.pos..).unwrap_or_default();
+    let elems: usize = shape.iter().product();
+    let mut out = vec![0u8; elems * esize];
+    let _ = codec::decode(dtype, codec::CODEC_BOUNDED, rest, &mut out);
+    // The same bytes behind a header that passes its checks, so that the
+    // fuzzer reaches the frame and the codes.
+    let mut stream = vec![1u8, [1, 2, 4][usize::from(sel >> 2) % 3], 0, 0];
+    stream.extend_from_slice(&1.0f64.to_le_bytes());
+    stream.extend_from_slice(&u32::from(sel >> 4).min(elems as u32).to_le_bytes());
+    for e in shape {
+        stream.extend_from_slice(&(e as u32).to_le_bytes());
+    }
+    stream.extend_from_slice(rest);
+    let _ = codec::decode(dtype, codec::CODEC_BOUNDED, &stream, &mut out);
+
+    let n = rest.len() / esize;
+    if n == 0 {
+        return;
+    }
+    // Values as they come, native order; a 3-D shape when the count allows.
+    let chunk = rest[..n * esize].to_vec();
+    let dims: Vec<usize> = if n == elems { shape.to_vec() } else { vec![n] };
+    let value = |i: usize| -> f64 {
+        let e = &chunk[i * esize..(i + 1) * esize];
+        if esize == 4 {
+            f64::from(f32::from_ne_bytes([e[0], e[1], e[2], e[3]]))
+        } else {
+            f64::from_ne_bytes([e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]])
+        }
+    };
+    let bits = |c: &[u8], i: usize| -> u64 {
+        let mut le = [0u8; 8];
+        le[..esize].copy_from_slice(&c[i * esize..(i + 1) * esize]);
+        let v = u64::from_ne_bytes(le);
+        if cfg!(target_endian = "big") {
+            v >> (8 * (8 - esize))
+        } else {
+            v
+        }
+    };
+    let exact = [bits(&chunk, 0)];
+    let (cb, stored) = codec::encode_shaped(dtype, Codec::bounded(tol), &chunk, &dims, &exact);
+    let mut back = vec![0u8; chunk.len()];
+    codec::decode(dtype, cb, &stored, &mut back).expect("an encoded chunk must decode");
+    let got = |i: usize| -> f64 {
+        let e = &back[i * esize..(i + 1) * esize];
+        if esize == 4 {
+            f64::from(f32::from_ne_bytes([e[0], e[1], e[2], e[3]]))
+        } else {
+            f64::from_ne_bytes([e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]])
+        }
+    };
+    let ok_tol = tol > 0.0 && tol <= 1e300;
+    for i in 0..n {
+        let (x, y) = (value(i), got(i));
+        if !ok_tol || !x.is_finite() || bits(&chunk, i) == exact[0] || cb != codec::CODEC_BOUNDED {
+            assert_eq!(bits(&chunk, i), bits(&back, i), "value {i} must come back bit for bit");
+        } else {
+            // |x - y| <= tol exactly: Fast2Sum of the larger magnitude first.
+            let (p, q) = if x.abs() >= y.abs() { (x, -y) } else { (-y, x) };
+            let s = p + q;
+            let e = q - (s - p);
+            let within = s.is_finite() && (s.abs() < tol || (s.abs() == tol && e * s.signum() <= 0.0));
+            assert!(within, "value {i}: {x:e} came back as {y:e}, beyond {tol:e}");
+        }
+    }
+}
+
 /// Reads everything a dataset shows: every variable fully (when not huge)
 /// in both orders, random regions, statistics and a verification.
 /// Returns the full contents of each variable that could be read.

@@ -18,7 +18,9 @@ mod variable;
 pub(crate) use codec::CodecJson;
 pub use codec::{Codec, Compression};
 pub(crate) use descriptor::{AxisJson, DescriptorJson, FeaturesJson, LodJson, PartitioningJson, QuantJson, SlotJson, VariableJson};
-pub(crate) use features::{used_by as features_used_by, FEATURE_CHUNK_HASHES, FEATURE_COMPACT, FEATURE_ZSTD, KNOWN_FEATURES};
+pub(crate) use features::{
+    used_by as features_used_by, FEATURE_BOUNDED, FEATURE_CHUNK_HASHES, FEATURE_COMPACT, FEATURE_ZSTD, KNOWN_FEATURES,
+};
 pub use types::{DType, Scalar};
 pub use variable::{Axis, LodMethod, Quantization, Variable};
 

@@ -4,7 +4,7 @@
 //! tests/data/v1.2/ by format 1.2 with `generate_1_2`, those in
 //! tests/data/v1.3/ by format 1.3 with `generate_1_3`, those in
 //! tests/data/v1.4/ by format 1.4 with `generate_1_4_tiny` and `generate_1_4_grown`,
-//! those in tests/data/v1.5/ by format 1.5 with `generate_1_5_blocks`,
+//! those in tests/data/v1.5/ by format 1.5 with `generate_1_5_blocks` and `generate_1_5_bounded`,
 //! below and are never rewritten: a change that breaks reading them breaks
 //! users' files. (`VDS_WRITE_GOLDEN=1 cargo test --test backward_compatibility`
 //! writes them, for a new format version's directory only.)
@@ -498,4 +498,103 @@ fn check_1_5_blocks(name: &str) {
 #[test]
 fn format_1_5_files_stay_readable() {
     golden(DIR_1_5, "golden-1.5-blocks.vds", generate_1_5_blocks, check_1_5_blocks);
+}
+
+/// The amplitude of the bounded golden file: a few dipping reflectors.
+fn reflector(i: u64, j: u64, k: u64) -> f32 {
+    let t = k as f32 - 0.3 * i as f32 - 0.2 * j as f32;
+    (0.35 * t).sin() * (-0.002 * t * t).exp() * 3.0 + 0.05 * ((i * 7 + j * 3 + k) % 5) as f32
+}
+
+/// Tolerances of the bounded golden file.
+const AMPLITUDE_TOLERANCE: f64 = 0.01;
+const DEPTH_TOLERANCE: f64 = 1e-6;
+
+/// What the bounded golden file's amplitude holds at (i, j, k): NaN,
+/// infinities, the fill value -999.25 and the no-value marker 1e30 here and
+/// there, else `reflector`.
+fn amplitude_1_5(i: u64, j: u64, k: u64) -> f32 {
+    match (i * 31 + j * 17 + k) % 97 {
+        0 => f32::NAN,
+        1 => f32::INFINITY,
+        2 => f32::NEG_INFINITY,
+        3 => -999.25,
+        4 => 1e30,
+        _ => reflector(i, j, k),
+    }
+}
+
+fn depth_1_5(x: u64) -> f64 {
+    1500.0 + x as f64 * 0.125 + (x as f64 * 0.01).sin() * 20.0
+}
+
+/// Format 1.5: the bounded codec (SPEC.md 6.6) on float32 (with specials,
+/// a fill value and a no-value marker) and float64.
+fn generate_1_5_bounded(name: &str) {
+    let path = std::path::Path::new(DIR_1_5).join(name);
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("inline", 20))
+        .axis(Axis::new("crossline", 24))
+        .axis(Axis::new("time", 100))
+        .variable(
+            VariableBuilder::new("amplitude", DType::Float32, &["inline", "crossline", "time"])
+                .chunk(&[16, 16, 64])
+                .fill(-999.25f32)
+                .no_value(1e30f32)
+                .codec(Codec::bounded(AMPLITUDE_TOLERANCE)),
+        )
+        .variable(VariableBuilder::new("depth", DType::Float64, &["time"]).codec(Codec::bounded(DEPTH_TOLERANCE)))
+        .attribute("created_by", "format 1.5 golden file")
+        .create(&path)
+        .unwrap();
+    let a: Vec<f32> = (0..20 * 24 * 100u64).map(|n| amplitude_1_5(n / 2400, n / 100 % 24, n % 100)).collect();
+    ds.write("amplitude", &Region::full(&[20, 24, 100]).unwrap(), Order::C, &a).unwrap();
+    let d: Vec<f64> = (0..100).map(depth_1_5).collect();
+    ds.write("depth", &Region::full(&[100]).unwrap(), Order::C, &d).unwrap();
+    ds.close().unwrap();
+}
+
+fn check_1_5_bounded(name: &str) {
+    let path = std::path::Path::new(DIR_1_5).join(name);
+    assert!(path.exists(), "{} is missing: golden files are committed, never regenerated", path.display());
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.format_version(), [1, 5]);
+    assert_eq!(ds.attributes()["created_by"], json!("format 1.5 golden file"));
+    let v = &ds.variables()[0];
+    assert!(matches!(v.codec().compression, vds::Compression::Bounded { tolerance, .. } if tolerance == AMPLITUDE_TOLERANCE));
+    let a: Vec<f32> = ds.read_vec("amplitude", &Region::full(&[20, 24, 100]).unwrap(), Order::C).unwrap();
+    for (n, &got) in a.iter().enumerate() {
+        let n = n as u64;
+        let want = amplitude_1_5(n / 2400, n / 100 % 24, n % 100);
+        if !want.is_finite() || want == -999.25 || want == 1e30 {
+            assert_eq!(got.to_bits(), want.to_bits(), "element {n}");
+        } else {
+            // Both are float32: their difference is exact in float64.
+            assert!((f64::from(got) - f64::from(want)).abs() <= AMPLITUDE_TOLERANCE, "element {n}: {got} for {want}");
+        }
+    }
+    // The chunks are bounded streams, not the lossless fallback.
+    let s = ds.variable_stats(0).unwrap();
+    assert!(s.stored_bytes * 3 < s.raw_bytes, "{} stored bytes for {} raw", s.stored_bytes, s.raw_bytes);
+    let d: Vec<f64> = ds.read_vec("depth", &Region::full(&[100]).unwrap(), Order::C).unwrap();
+    for (x, &got) in d.iter().enumerate() {
+        let want = depth_1_5(x as u64);
+        assert!((got - want).abs() <= DEPTH_TOLERANCE, "depth {x}: {got} for {want}");
+    }
+    assert!(ds.verify().unwrap().is_ok());
+}
+
+#[test]
+#[cfg(feature = "zstd")]
+fn format_1_5_bounded_files_stay_readable() {
+    golden(DIR_1_5, "bounded.vds", generate_1_5_bounded, check_1_5_bounded);
+}
+
+/// A build without zstd reports the bounded golden file as using an
+/// unsupported feature.
+#[test]
+#[cfg(not(feature = "zstd"))]
+fn format_1_5_bounded_files_are_an_unsupported_feature_without_zstd() {
+    let e = Dataset::open(std::path::Path::new(DIR_1_5).join("bounded.vds")).unwrap_err();
+    assert_eq!(e.kind(), vds::ErrorKind::UnsupportedFeature, "{e}");
 }

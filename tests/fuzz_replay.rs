@@ -8,13 +8,14 @@ use std::path::{Path, PathBuf};
 
 type Target = fn(&[u8]);
 
-const TARGETS: [(&str, Target); 6] = [
+const TARGETS: [(&str, Target); 7] = [
     ("descriptor", vds::fuzzing::descriptor),
     ("index_page", vds::fuzzing::index_page),
     ("codec", vds::fuzzing::codec),
     ("open_read", vds::fuzzing::open_read),
     ("mutate", vds::fuzzing::mutate),
     ("merge", vds::fuzzing::merge),
+    ("bounded", vds::fuzzing::bounded),
 ];
 
 fn root() -> PathBuf {
@@ -84,6 +85,23 @@ fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
         d.extend(msb_first(255));
         d.extend_from_slice(stored);
         out.push(("codec", name.into(), d));
+    }
+    // Bounded codec inputs: selector, shape, tolerance, then values (or a stream).
+    let msb_first = |x: u64| (0..8).rev().map(move |k| (x >> (8 * k)) as u8);
+    for (name, sel, values) in [
+        ("bounded-f32", 0u8, (0..4u32 * 4 * 16).flat_map(|i| ((i as f32) * 0.3).sin().to_le_bytes()).collect::<Vec<u8>>()),
+        (
+            "bounded-f64-specials",
+            1,
+            [0.5f64, f64::NAN, f64::INFINITY, -0.0, 1e300, -1e300, 5e-324, 0.5].iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ),
+    ] {
+        let mut d = vec![sel];
+        for x in [3u64, 3, 15, 40, 500] {
+            d.extend(msb_first(x));
+        }
+        d.extend_from_slice(&values);
+        out.push(("bounded", name.into(), d));
     }
     // Whole files: small random samples, and the golden file.
     for i in 0..4u8 {

@@ -76,6 +76,8 @@ pub(crate) struct CodecSpec {
     level: Option<u8>,
     #[serde(default = "yes")]
     shuffle: bool,
+    /// The absolute error bound of codec "bounded".
+    tolerance: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -106,6 +108,9 @@ fn scalar(py: Python<'_>, what: &str, v: &Value) -> PyResult<Scalar> {
 }
 
 pub(crate) fn codec(py: Python<'_>, var: &str, c: &CodecSpec) -> PyResult<Codec> {
+    if c.tolerance.is_some() && c.id != "bounded" {
+        return Err(invalid(py, format!("variable {var:?}: codec {:?} takes no tolerance", c.id)));
+    }
     let codec = match (c.id.as_str(), c.level) {
         ("none", None) => Codec::NONE,
         ("deflate", level) => {
@@ -122,10 +127,23 @@ pub(crate) fn codec(py: Python<'_>, var: &str, c: &CodecSpec) -> PyResult<Codec>
             }
             Codec::zstd(level)
         }
+        ("bounded", level) => {
+            let level = level.unwrap_or(3);
+            if !vds::Compression::ZSTD_LEVELS.contains(&level) {
+                return Err(invalid(py, format!("variable {var:?}: bounded codec's zstd level {level} is not 1 to 22")));
+            }
+            let Some(tolerance) = c.tolerance else {
+                return Err(invalid(py, format!("variable {var:?}: codec \"bounded\" needs a tolerance (\"bounded:0.01\")")));
+            };
+            // The library refuses a tolerance out of (0, 1e300] when the variable is created.
+            return Ok(Codec { compression: vds::Compression::Bounded { tolerance, level }, shuffle: false });
+        }
         (id, level) => {
             return Err(invalid(
                 py,
-                format!("variable {var:?}: codec {id:?} (level {level:?}) is not \"none\", \"deflate\" (0-9) or \"zstd\" (1-22)"),
+                format!(
+                    "variable {var:?}: codec {id:?} (level {level:?}) is not \"none\", \"deflate\" (0-9), \"zstd\" (1-22) or \"bounded\""
+                ),
             ))
         }
     };

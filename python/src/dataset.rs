@@ -200,11 +200,15 @@ fn codec_dict<'py>(py: Python<'py>, c: vds::Codec) -> PyResult<Bound<'py, PyDict
         Compression::None => ("none", None),
         Compression::Deflate { level } => ("deflate", Some(level)),
         Compression::Zstd { level } => ("zstd", Some(level)),
+        Compression::Bounded { level, .. } => ("bounded", Some(level)),
         _ => ("unknown", None),
     };
     d.set_item("id", id)?;
     d.set_item("level", level)?;
     d.set_item("shuffle", c.shuffle)?;
+    if let Compression::Bounded { tolerance, .. } = c.compression {
+        d.set_item("tolerance", tolerance)?;
+    }
     Ok(d)
 }
 

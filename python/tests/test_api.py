@@ -376,3 +376,36 @@ def test_read_into_a_callers_array(tmp_path, rng):
     with pytest.raises(vds.InvalidArgumentError, match="read-only"):
         v.read(out=frozen)
     ds.close()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_bounded_codec_keeps_every_value_within_the_tolerance(tmp_path, rng, dtype):
+    ref = (np.cumsum(rng.standard_normal((24, 20, 40)), axis=2) * 0.3).astype(dtype)
+    ref[0, 0, :5] = [np.nan, np.inf, -np.inf, -999.25, -12345.5]
+    tol = 0.01
+    with vds.create(tmp_path / "b.vds", axes=[("i", 24), ("j", 20), ("k", 40)],
+                    variables={"v": {"dtype": dtype, "dims": ["i", "j", "k"], "chunks": [8, 10, 40], "codec": f"bounded:{tol}",
+                                     "fill_value": -999.25, "no_value": -12345.5}}) as ds:
+        ds["v"][...] = ref
+    with vds.open(tmp_path / "b.vds") as ds:
+        v = ds["v"]
+        assert v.codec == {"id": "bounded", "level": 3, "shuffle": False, "tolerance": tol}
+        back = np.asarray(v)
+    exact = ~np.isfinite(ref) | (ref == -999.25) | (ref == -12345.5)
+    np.testing.assert_array_equal(back[exact].view(f"u{ref.itemsize}"), ref[exact].view(f"u{ref.itemsize}"))
+    # In float64 (exact for the difference of two float32).
+    err = np.abs(back[~exact].astype(np.float64) - ref[~exact].astype(np.float64))
+    assert err.max() <= tol
+    assert err.max() > tol / 10, "the codec is lossy: it uses the bound it was given"
+
+
+def test_bounded_codec_relative_and_misuse(tmp_path):
+    with vds.create(tmp_path / "r.vds", axes=[("x", 10)],
+                    variables={"v": {"dtype": "float32", "dims": ["x"],
+                                     "codec": {"id": "bounded", "relative": 0.001, "range": (-2.0, 3.0)}}}) as ds:
+        assert ds["v"].codec["tolerance"] == 0.001 * 5.0
+    for bad in [{"dtype": "int32", "dims": ["x"], "codec": "bounded:0.1"}, {"dtype": "float32", "dims": ["x"], "codec": "bounded:0"},
+                {"dtype": "float32", "dims": ["x"], "codec": "bounded:x"}, {"dtype": "float32", "dims": ["x"], "codec": "bounded"},
+                {"dtype": "float32", "dims": ["x"], "codec": {"id": "zstd", "tolerance": 0.1}}]:
+        with pytest.raises(vds.InvalidArgumentError):
+            vds.create(tmp_path / "bad.vds", axes=[("x", 4)], variables={"v": bad}, overwrite=True)

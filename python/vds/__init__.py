@@ -176,13 +176,25 @@ def _axis_spec(a):
 def _codec_spec(c):
     if c is None or c == "none":
         return {"id": "none"}
+    if isinstance(c, str) and c.startswith("bounded:"):
+        try:
+            return {"id": "bounded", "tolerance": float(c[len("bounded:"):])}
+        except ValueError:
+            raise InvalidArgumentError(f"codec {c!r}: expected 'bounded:TOLERANCE', such as 'bounded:0.01'") from None
     if isinstance(c, str):
         return {"id": c}
     if isinstance(c, (tuple, list)) and len(c) == 2:
         return {"id": c[0], "level": c[1]}
     if isinstance(c, dict):
-        return dict(c)
-    raise InvalidArgumentError(f"codec {c!r}: expected None, 'deflate', 'zstd', (name, level) or a dict")
+        d = dict(c)
+        if "relative" in d:
+            # A fraction of the value range, resolved to the absolute bound the file keeps.
+            if d.get("id") != "bounded" or "range" not in d or "tolerance" in d:
+                raise InvalidArgumentError(f"codec {c!r}: 'relative' needs id 'bounded' and a 'range' (min, max), and no 'tolerance'")
+            lo, hi = (float(x) for x in d.pop("range"))
+            d["tolerance"] = float(d.pop("relative")) * (hi - lo)
+        return d
+    raise InvalidArgumentError(f"codec {c!r}: expected None, 'deflate', 'zstd', 'bounded:TOLERANCE', (name, level) or a dict")
 
 
 _VAR_KEYS = {"dtype", "dims", "chunks", "codec", "fill_value", "unit", "attrs", "lods", "lod_axes", "lod_method",
@@ -229,7 +241,12 @@ def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping
     ``variables``: a dict from name to a dict with ``dtype`` (int8 to
     uint64, float32, float64, bool) and ``dims`` (axis names, slowest
     first), and optionally ``chunks``, ``codec`` (None, ``"deflate"``,
-    ``"zstd"``, ``("zstd", level)`` or ``{"id", "level", "shuffle"}``),
+    ``"zstd"``, ``("zstd", level)``, ``{"id", "level", "shuffle"}``, or
+    for float32 and float64 the lossy ``"bounded:0.01"``: every value read
+    back within 0.01 of the value written, NaNs, infinities, ``fill_value``
+    and ``no_value`` exact; ``{"id": "bounded", "tolerance": t, "level": l}``,
+    or ``{"id": "bounded", "relative": f, "range": (min, max)}`` for a
+    tolerance of ``f * (max - min)``),
     ``fill_value``, ``unit``, ``attrs``, ``lods`` (levels of detail,
     with ``lod_axes`` and ``lod_method`` "average" or "nearest"),
     ``partitionings`` (further chunk shapes, such as 2-D tiles), ``no_value``,

@@ -440,7 +440,8 @@ class Variable:
 
     @property
     def codec(self) -> dict[str, Any]:
-        """The codec of new chunks: a dict with ``id`` ("none", "deflate", "zstd"), ``level`` and ``shuffle``."""
+        """The codec of new chunks: a dict with ``id`` ("none", "deflate", "zstd", "bounded"), ``level`` and ``shuffle``,
+        and for "bounded" its ``tolerance`` (every value read back is within it of the value written)."""
         return dict(self._info()["codec"])
 
     @property

@@ -360,7 +360,13 @@ pub fn builder<S: Source>(
         return Err(Error::Invalid(format!("a chunk shape of {} extents for {} axes ({})", chunk.len(), names.len(), names.join(", "))));
     }
     let mut vb = VariableBuilder::new(AMPLITUDE, dtype, &names);
-    vb.codec(opts.codec).missing_mask(!g.complete()).chunk(&chunk);
+    // A lossy codec is for float samples; integer ones stay exact.
+    let lossless = |c: Codec| match c.compression {
+        vds::Compression::Bounded { level, .. } => Codec::zstd(level),
+        _ => c,
+    };
+    let amplitude_codec = if matches!(dtype, DType::Float32 | DType::Float64) { opts.codec } else { lossless(opts.codec) };
+    vb.codec(amplitude_codec).missing_mask(!g.complete()).chunk(&chunk);
     configure(&mut vb);
     b.variable(&vb);
     let mut head_axes = names[..names.len() - 1].to_vec();
@@ -368,7 +374,8 @@ pub fn builder<S: Source>(
     let mut hb = VariableBuilder::new(TRACE_HEADERS, DType::UInt8, &head_axes);
     let mut hchunk = chunk[..chunk.len() - 1].to_vec();
     hchunk.push(240);
-    hb.codec(opts.codec).chunk(&hchunk);
+    // The headers are bytes: a lossy codec asked for the amplitudes keeps them exact.
+    hb.codec(lossless(opts.codec)).chunk(&hchunk);
     b.variable(&hb);
     b.attribute(SEGY_ATTR, segy_attribute(file, g, delay));
     if let Some(s) = g.survey {

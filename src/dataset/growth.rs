@@ -4,7 +4,7 @@
 //! read as the fill value.
 
 use super::plan::{chunk_key, fill_chunk};
-use super::write::prepare;
+use super::write::{approximate, prepare};
 use super::{Dataset, VarRef};
 use crate::array::{as_bytes, Element, Order, Region};
 use crate::error::{invalid, Error, ErrorKind, Result};
@@ -165,6 +165,7 @@ impl Dataset {
                 continue; // every position holds the fill value already
             }
             let coords: Vec<u64> = key.coords[..dims.len()].iter().map(|&x| u64::from(x)).collect();
+            let lossless = approximate(&entry);
             self.load_entry(layer, &coords, entry, &mut buf)?;
             // Chunk-local positions from p0 on along d lie at or beyond old_e.
             let p0 = (old_e + mn).saturating_sub(coords[d] * c);
@@ -176,7 +177,7 @@ impl Dataset {
                 let at = ((o * dims[d] + p0) * inner) as usize * esize;
                 buf[at..at + run].copy_from_slice(&fill[at..at + run]);
             }
-            let entry = self.store_prepared(layer, prepare(layer, &coords, &buf))?;
+            let entry = self.store_prepared(layer, prepare(layer, &coords, &buf, lossless))?;
             self.pending.insert(chunk_key(layer, &coords), Some(entry));
         }
         Ok(())

@@ -297,7 +297,7 @@ impl Dataset {
             targets.len(),
             workers,
             || (),
-            |(), t| Ok(prepare(to, &targets[t], &buf[t * tbytes..(t + 1) * tbytes])),
+            |(), t| Ok(prepare(to, &targets[t], &buf[t * tbytes..(t + 1) * tbytes], false)),
             |t, prepared| {
                 let key = chunk_key(to, &targets[t]);
                 self.unhold(&key);

@@ -12,7 +12,7 @@ use crate::commit::body_start;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hash::xxh64;
 use crate::index::{Entry, Key};
-use crate::spec::{DType, Variable, FEATURE_ZSTD};
+use crate::spec::{DType, Variable, FEATURE_BOUNDED, FEATURE_ZSTD};
 use crate::storage::Storage;
 use crate::wire::{self, crc32};
 use std::collections::BTreeMap;
@@ -384,8 +384,13 @@ impl Dataset {
             return Err(bad(format!("stored length {length} outside {min_len}..={max_len}")));
         }
         // Codec byte 2 is a format 1.3 feature: a file must announce it (SPEC.md 6.3).
+        // A bounded variable's lossless fallback is zstd too (SPEC.md 6.6).
         if codec & 0x0f == codec::CODEC_ZSTD && !self.lists_zstd() {
             return Err(bad(format!("codec byte {codec:#04x} (zstd) in a file that does not list the feature \"zstd\"")));
+        }
+        // Codec byte 3 is a format 1.5 feature (SPEC.md 6.6).
+        if codec & 0x0f == codec::CODEC_BOUNDED && !self.desc.features.incompat.iter().any(|f| f == FEATURE_BOUNDED) {
+            return Err(bad(format!("codec byte {codec:#04x} (bounded) in a file that does not list the feature \"bounded_codec\"")));
         }
         // No codec expands beyond a fixed ratio: a short entry cannot claim a
         // huge chunk. (A chunk of blocks has a table entry for every block.)
@@ -428,10 +433,11 @@ impl Dataset {
         }
     }
 
-    /// Whether the file lists the feature `zstd`, without which a zstd
-    /// chunk or block is corrupt (SPEC.md 6.3).
+    /// Whether the file lists the feature `zstd` (or `bounded_codec`, whose
+    /// lossless fallback is zstd), without which a zstd chunk or block is
+    /// corrupt (SPEC.md 6.3).
     pub(super) fn lists_zstd(&self) -> bool {
-        self.desc.features.incompat.iter().any(|f| f == FEATURE_ZSTD)
+        self.desc.features.incompat.iter().any(|f| f == FEATURE_ZSTD || f == FEATURE_BOUNDED)
     }
 
     /// The storage of the file slot a stored chunk names; a slot the

@@ -9,7 +9,7 @@ use crate::array::{as_bytes, block_is_constant, copy_block, Element, Order, Regi
 use crate::codec::{self, blocks, blocks::CODEC_BLOCKS};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::index::Entry;
-use crate::spec::{DType, Variable};
+use crate::spec::{Codec, Compression, DType, Variable};
 use crate::wire::{self};
 
 impl Dataset {
@@ -129,6 +129,9 @@ impl Dataset {
                 gather(var, plan, data, &mut h.data);
                 return Ok(());
             }
+            // The rest of the chunk may hold approximations already: stored
+            // lossily again they would drift beyond the bound.
+            let lossless = matches!(var.codec.compression, Compression::Bounded { .. }) && approximate(&self.entry(&key)?);
             self.load_chunk(var, coords, &mut buf)?;
             gather(var, plan, data, &mut buf);
             let mut next = Vec::new();
@@ -136,11 +139,11 @@ impl Dataset {
                 // The next chunk needs a buffer of its own.
                 self.reserve(&mut next, var.chunk_elems * esize, &what)?;
             }
-            match self.hold(key, var, coords, std::mem::replace(&mut buf, next))? {
+            match self.hold(key, var, coords, std::mem::replace(&mut buf, next), lossless)? {
                 None => {}
                 Some(unheld) => {
                     buf = unheld;
-                    let entry = self.store_prepared(var, prepare(var, coords, &buf))?;
+                    let entry = self.store_prepared(var, prepare(var, coords, &buf, lossless))?;
                     self.pending.insert(key, Some(entry));
                 }
             }
@@ -152,7 +155,7 @@ impl Dataset {
                 for (coords, plan) in &full {
                     fill_chunk(var, &var.fill, &mut buf);
                     gather(var, plan, data, &mut buf);
-                    let entry = self.store_prepared(var, prepare(var, coords, &buf))?;
+                    let entry = self.store_prepared(var, prepare(var, coords, &buf, false))?;
                     self.pending.insert(chunk_key(var, coords), Some(entry));
                 }
                 return Ok(());
@@ -188,7 +191,7 @@ impl Dataset {
                     fill_chunk(var, &var.fill, buf);
                 }
                 gather(var, plan, data, buf);
-                Ok(prepare(var, coords, buf))
+                Ok(prepare(var, coords, buf, false))
             },
             |i, prepared| {
                 let entry = self.store_prepared(var, prepared)?;
@@ -275,9 +278,20 @@ fn gather(var: &Variable, plan: &ChunkPlan, data: &[u8], buf: &mut [u8]) {
     }
 }
 
+/// Whether a chunk's values may be approximations of the values written
+/// (SPEC.md 6.6): a stored or constant chunk of a bounded variable may
+/// hold values decoded from a bounded stream, or carried over from one by
+/// an earlier partial write; only a chunk never written or all fill is
+/// known to be exact.
+pub(super) fn approximate(entry: &Option<Entry>) -> bool {
+    matches!(entry, Some(Entry::Stored { .. } | Entry::Constant { .. }))
+}
+
 /// Reduces a chunk's contents to a fill or constant entry (judged on the
-/// part inside the variable's extent), or encodes it.
-pub(super) fn prepare(var: &Variable, coords: &[u64], buf: &[u8]) -> Prepared {
+/// part inside the variable's extent), or encodes it; `lossless` when its
+/// contents may hold approximations already (a bounded codec then stores
+/// it losslessly, so that errors never add up).
+pub(super) fn prepare(var: &Variable, coords: &[u64], buf: &[u8], lossless: bool) -> Prepared {
     let esize = var.esize();
     let (valid, first) = valid_part(var, coords);
     if block_is_constant(&valid, esize, buf, first) {
@@ -286,9 +300,17 @@ pub(super) fn prepare(var: &Variable, coords: &[u64], buf: &[u8]) -> Prepared {
         codec::native_to_le(&mut value[..esize], esize);
         return Prepared::Entry(if value == var.fill { Entry::Fill } else { Entry::Constant { value } });
     }
-    let (codec_byte, bytes) = match var.block_grid() {
-        Some(grid) => (CODEC_BLOCKS, blocks::encode_chunk(var.dtype, var.codec, &grid, buf)),
-        None => codec::encode(var.dtype, var.codec, buf),
+    let (codec_byte, bytes) = match (var.block_grid(), var.codec.compression) {
+        // The descriptor refuses blocks with the bounded codec.
+        (Some(grid), _) => (CODEC_BLOCKS, blocks::encode_chunk(var.dtype, var.codec, &grid, buf)),
+        (None, Compression::Bounded { level, .. }) if lossless => codec::encode(var.dtype, Codec::zstd(level), buf),
+        (None, Compression::Bounded { .. }) => {
+            // The fill value and the no-value marker come back bit for bit.
+            let exact: Vec<u64> = std::iter::once(var.fill).chain(var.no_value).map(u64::from_le_bytes).collect();
+            let shape: Vec<usize> = var.stored_chunk().iter().map(|&c| c as usize).collect();
+            codec::encode_shaped(var.dtype, var.codec, buf, &shape, &exact)
+        }
+        _ => codec::encode(var.dtype, var.codec, buf),
     };
     let (crc, hash) = crate::hash::crc32_xxh64(&bytes);
     Prepared::Bytes { codec: codec_byte, bytes, crc, hash }

@@ -18,6 +18,8 @@ pub(super) struct Held {
     pub(super) layer: Variable,
     pub(super) coords: Vec<u64>,
     pub(super) data: Vec<u8>,
+    /// Its contents may hold approximations already (SPEC.md 6.6): see `prepare`.
+    pub(super) lossless: bool,
 }
 
 impl Dataset {
@@ -29,8 +31,8 @@ impl Dataset {
     /// Lets `key`'s chunk be held as `data` (its whole decoded contents).
     /// Returns the buffer unused when holding is off or the chunk alone
     /// exceeds the bound; stores the other held chunks first when adding
-    /// this one would exceed it.
-    pub(super) fn hold(&mut self, key: Key, layer: &Variable, coords: &[u64], data: Vec<u8>) -> Result<Option<Vec<u8>>> {
+    /// this one would exceed it. `lossless`: see [`prepare`].
+    pub(super) fn hold(&mut self, key: Key, layer: &Variable, coords: &[u64], data: Vec<u8>, lossless: bool) -> Result<Option<Vec<u8>>> {
         if data.len() > self.held_limit {
             return Ok(Some(data));
         }
@@ -38,7 +40,7 @@ impl Dataset {
             self.flush_held()?;
         }
         self.held_bytes += data.len();
-        self.held.insert(key, Held { layer: layer.clone(), coords: coords.to_vec(), data });
+        self.held.insert(key, Held { layer: layer.clone(), coords: coords.to_vec(), data, lossless });
         Ok(None)
     }
 
@@ -65,7 +67,7 @@ impl Dataset {
             || (),
             |(), i| {
                 let h = &held[i].1;
-                Ok(prepare(&h.layer, &h.coords, &h.data))
+                Ok(prepare(&h.layer, &h.coords, &h.data, h.lossless))
             },
             |i, prepared| {
                 let entry = self.store_prepared(&held[i].1.layer, prepared)?;

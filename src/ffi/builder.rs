@@ -28,6 +28,13 @@ pub enum vds_compression {
     /// without the cargo feature `zstd`: creating the container then fails
     /// with `VDS_ERR_UNSUPPORTED_FEATURE`.
     VDS_COMPRESSION_ZSTD = 2,
+    /// Lossy with a guaranteed bound (format 1.5), float32 and float64
+    /// only: every value read back is within the tolerance of the value
+    /// written; NaNs, infinities, the fill value and the no-value marker
+    /// come back bit for bit. Set with `vds_builder_set_bounded_codec`
+    /// (`vds_builder_set_codec` refuses it, having no tolerance). Not in
+    /// builds without the cargo feature `zstd`.
+    VDS_COMPRESSION_BOUNDED = 3,
 }
 
 pub(crate) fn builder(b: *const vds_builder) -> FfiResult<Arc<Mutex<DatasetBuilder>>> {
@@ -200,8 +207,46 @@ pub unsafe extern "C" fn vds_builder_set_codec(
             1 => return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("deflate level {level} is not in 0..9")),
             2 if in_levels(Compression::ZSTD_LEVELS) => Codec::zstd(level as u8).with_shuffle(shuffle),
             2 => return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("zstd level {level} is not in 1..22")),
+            3 => {
+                return fail(
+                    vds_status::VDS_ERR_INVALID_ARGUMENT,
+                    "the bounded codec needs a tolerance: vds_builder_set_bounded_codec".to_string(),
+                )
+            }
             c => return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("unknown compression {c}")),
         };
+        with_variable(b, var, |v| {
+            v.codec(codec);
+            Ok(())
+        })
+    })
+}
+
+/// Sets the codec of variable `var` (float32 or float64) to the bounded
+/// codec: every value read back is within `tolerance` (finite, in
+/// (0, 1e300]) of the value written, and NaNs, infinities, the fill value
+/// and the no-value marker come back bit for bit; the codes are compressed
+/// by zstd at `level` (1..22; 3 is a good default). A chunk the codec cannot
+/// store within the bound, or smaller, is stored losslessly. Creating the
+/// container fails with `VDS_ERR_INVALID_ARGUMENT` if the variable is not
+/// float32 or float64 or is quantized, and with
+/// `VDS_ERR_UNSUPPORTED_FEATURE` in a build without zstd.
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
+/// `VDS_ERR_NOT_FOUND`, `VDS_ERR_INVALID_ARGUMENT` (tolerance or level out of range).
+#[no_mangle]
+pub unsafe extern "C" fn vds_builder_set_bounded_codec(b: *mut vds_builder, var: *const c_char, tolerance: f64, level: u32) -> vds_status {
+    ffi_boundary!("vds_builder_set_bounded_codec", {
+        // SAFETY: the caller promises a NUL-terminated string.
+        let var = unsafe { arg_str(var, "var")? };
+        if !(tolerance > 0.0 && tolerance <= 1e300) {
+            return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("tolerance {tolerance} is not in (0, 1e300]"));
+        }
+        let level = match u8::try_from(level) {
+            Ok(l) if Compression::ZSTD_LEVELS.contains(&l) => l,
+            _ => return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("zstd level {level} is not in 1..22")),
+        };
+        let codec = Codec { compression: Compression::Bounded { tolerance, level }, shuffle: false };
         with_variable(b, var, |v| {
             v.codec(codec);
             Ok(())

@@ -514,11 +514,30 @@ pub unsafe extern "C" fn vds_get_variable_info(ds: *const vds_dataset, index: us
         (info.compression, info.level) = match c.compression {
             Compression::Deflate { level } => (1, u32::from(level)),
             Compression::Zstd { level } => (2, u32::from(level)),
+            Compression::Bounded { level, .. } => (3, u32::from(level)),
             _ => (0, 0),
         };
         info.shuffle = c.shuffle;
         // SAFETY: `out` checks for NULL.
         unsafe { out(out_info, info, "out_info") }
+    })
+}
+
+/// Stores in `*out_tolerance` the error bound of variable `index`'s codec:
+/// its tolerance if the codec is `VDS_COMPRESSION_BOUNDED`, else 0 (lossless).
+///
+/// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`, `VDS_ERR_OUT_OF_RANGE`.
+#[no_mangle]
+pub unsafe extern "C" fn vds_variable_tolerance(ds: *const vds_dataset, index: usize, out_tolerance: *mut f64) -> vds_status {
+    ffi_boundary!("vds_variable_tolerance", {
+        let obj = dataset(ds)?;
+        let d = obj.read()?;
+        let t = match variable(&d, index)?.codec().compression {
+            Compression::Bounded { tolerance, .. } => tolerance,
+            _ => 0.0,
+        };
+        // SAFETY: `out` checks for NULL.
+        unsafe { out(out_tolerance, t, "out_tolerance") }
     })
 }
 

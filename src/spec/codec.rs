@@ -1,4 +1,4 @@
-//! Codecs as the descriptor names them (SPEC.md 3.1 and 6.3): compression
+//! Codecs as the descriptor names them (SPEC.md 3.1, 6.3 and 6.6): compression
 //! and shuffle, and their JSON form.
 
 use super::descriptor::descriptor_error;
@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// The compression stage of a variable's codec.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub enum Compression {
     /// Chunks are stored as their raw little-endian bytes.
@@ -26,7 +26,37 @@ pub enum Compression {
         /// Compression level, 1..=22.
         level: u8,
     },
+    /// Lossy with a guaranteed bound, for float32 and float64 variables
+    /// (SPEC.md 6.6; format 1.5, and only in builds with the cargo feature
+    /// `zstd`): every value read back is within `tolerance` of the value
+    /// written; NaNs, infinities, the fill value and the no-value marker
+    /// come back bit for bit. A chunk the codec cannot store within the
+    /// bound, or not smaller, is stored losslessly (zstd).
+    Bounded {
+        /// The absolute error bound, finite, in (0, 1e300].
+        tolerance: f64,
+        /// zstd level of the codes, 1..=22.
+        level: u8,
+    },
 }
+
+/// Compressions are equal when their fields are (a tolerance by its bits,
+/// so equality is an equivalence).
+impl PartialEq for Compression {
+    fn eq(&self, other: &Compression) -> bool {
+        match (*self, *other) {
+            (Compression::None, Compression::None) => true,
+            (Compression::Deflate { level: a }, Compression::Deflate { level: b }) => a == b,
+            (Compression::Zstd { level: a }, Compression::Zstd { level: b }) => a == b,
+            (Compression::Bounded { tolerance: a, level: la }, Compression::Bounded { tolerance: b, level: lb }) => {
+                a.to_bits() == b.to_bits() && la == lb
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Compression {}
 
 impl Compression {
     /// The levels of [`Compression::Deflate`].
@@ -62,6 +92,24 @@ impl Codec {
         Codec { compression: Compression::Zstd { level: level.clamp(*levels.start(), *levels.end()) }, shuffle: true }
     }
 
+    /// Lossy with every value within `tolerance` of the value written (see
+    /// [`Compression::Bounded`]), codes compressed by zstd level 3. Creating
+    /// a variable with it fails with [`ErrorKind::InvalidArgument`] unless the
+    /// variable is float32 or float64 (and not quantized) and the tolerance is
+    /// in (0, 1e300], and with [`ErrorKind::UnsupportedFeature`] in a build
+    /// without the cargo feature `zstd`.
+    pub fn bounded(tolerance: f64) -> Codec {
+        Codec { compression: Compression::Bounded { tolerance, level: 3 }, shuffle: false }
+    }
+
+    /// [`Codec::bounded`] with a relative tolerance: `fraction` of the width
+    /// of the value range `[min, max]` (as OpenVDS's tolerance is), resolved
+    /// to the absolute bound the file stores. A range of width 0 (or not
+    /// finite) gives a tolerance that creating the variable refuses.
+    pub fn bounded_relative(fraction: f64, min: f64, max: f64) -> Codec {
+        Codec::bounded(fraction * (max - min))
+    }
+
     /// The same codec with the shuffle set to `on`.
     #[must_use]
     pub fn with_shuffle(self, on: bool) -> Codec {
@@ -77,21 +125,29 @@ pub(crate) struct CodecJson {
     pub level: Option<u8>,
     #[serde(default, deserialize_with = "null_is_default")]
     pub shuffle: bool,
+    /// The absolute error bound of codec "bounded" (format 1.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerance: Option<f64>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
 impl CodecJson {
     pub(crate) fn from_codec(c: Codec) -> CodecJson {
-        let (id, level) = match c.compression {
-            Compression::None => ("none", None),
-            Compression::Deflate { level } => ("deflate", Some(level)),
-            Compression::Zstd { level } => ("zstd", Some(level)),
+        let (id, level, tolerance) = match c.compression {
+            Compression::None => ("none", None, None),
+            Compression::Deflate { level } => ("deflate", Some(level), None),
+            Compression::Zstd { level } => ("zstd", Some(level), None),
+            Compression::Bounded { tolerance, level } => ("bounded", Some(level), Some(tolerance)),
         };
-        CodecJson { id: id.into(), level, shuffle: c.shuffle, extra: Map::new() }
+        let shuffle = c.shuffle && tolerance.is_none();
+        CodecJson { id: id.into(), level, shuffle, tolerance, extra: Map::new() }
     }
 
     pub(crate) fn to_codec(&self, var: &str) -> Result<Codec> {
+        if self.tolerance.is_some() && self.id != "bounded" {
+            return Err(descriptor_error(format!("variable {var:?}: codec {:?} takes no \"tolerance\"", self.id)));
+        }
         let compression = match (self.id.as_str(), self.level) {
             ("none", None) => Compression::None,
             ("none", Some(_)) => return Err(descriptor_error(format!("variable {var:?}: codec \"none\" takes no \"level\""))),
@@ -107,6 +163,25 @@ impl CodecJson {
             }
             ("zstd", Some(level)) if Compression::ZSTD_LEVELS.contains(&level) => Compression::Zstd { level },
             ("zstd", other) => return Err(descriptor_error(format!("variable {var:?}: zstd needs \"level\" 1..=22, found {other:?}"))),
+            ("bounded", _) if !cfg!(feature = "zstd") => {
+                return Err(Error::new(
+                    ErrorKind::UnsupportedFeature,
+                    format!("variable {var:?}: codec \"bounded\", and this build of libvds has no zstd (cargo feature \"zstd\")"),
+                ))
+            }
+            ("bounded", Some(level)) if Compression::ZSTD_LEVELS.contains(&level) && !self.shuffle => match self.tolerance {
+                Some(tolerance) if tolerance > 0.0 && tolerance <= 1e300 => Compression::Bounded { tolerance, level },
+                other => {
+                    return Err(descriptor_error(format!(
+                        "variable {var:?}: codec \"bounded\" needs \"tolerance\" in (0, 1e300], found {other:?}"
+                    )))
+                }
+            },
+            ("bounded", other) => {
+                return Err(descriptor_error(format!(
+                    "variable {var:?}: codec \"bounded\" needs \"level\" 1..=22 and no shuffle, found level {other:?}"
+                )))
+            }
             (id, _) => return Err(Error::new(ErrorKind::UnsupportedFeature, format!("variable {var:?}: unknown codec {id:?}"))),
         };
         Ok(Codec { compression, shuffle: self.shuffle })

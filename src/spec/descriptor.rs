@@ -2,7 +2,7 @@
 //! a memory limit, and the rules a descriptor must follow before the rest
 //! of the library relies on its numbers.
 
-use super::codec::CodecJson;
+use super::codec::{CodecJson, Compression};
 use super::{
     check_name, check_slot_name, features, first_repeated, json, null_is_default, Axis, DType, LodMethod, Quantization, Scalar, Variable,
     FORMAT_MAJOR, KNOWN_FEATURES, MAX_CHUNK_BYTES, MAX_DESCRIPTOR_BYTES, MAX_DIMS, MAX_LAYERS, MAX_LODS, MAX_MARGIN, MAX_PARTITIONINGS,
@@ -442,6 +442,11 @@ impl DescriptorJson {
                     Some(Quantization { storage, min, max })
                 }
             };
+            if matches!(codec.compression, Compression::Bounded { .. })
+                && !(matches!(dtype, DType::Float32 | DType::Float64) && quant.is_none())
+            {
+                return Err(format!("variable {:?}: codec \"bounded\" needs a float32 or float64 variable, not quantized", v.name).into());
+            }
             let margin = v.margin.unwrap_or([0, 0]);
             if margin.iter().any(|&m| m > MAX_MARGIN) {
                 return Err(format!("variable {:?}: margin {margin:?} exceeds {MAX_MARGIN} samples", v.name).into());
@@ -454,6 +459,9 @@ impl DescriptorJson {
                     }
                     if dtype == DType::Bool || margin != [0, 0] {
                         return Err(format!("variable {:?}: blocks need a numeric type and no margins", v.name).into());
+                    }
+                    if matches!(codec.compression, super::Compression::Bounded { .. }) {
+                        return Err(format!("variable {:?}: blocks are not combined with the bounded codec", v.name).into());
                     }
                     let count = b.iter().zip(&v.chunk).fold(1u64, |n, (&b, &c)| n.saturating_mul(c.div_ceil(b)));
                     if count > MAX_BLOCKS {

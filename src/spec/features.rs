@@ -37,6 +37,9 @@ pub(crate) const FEATURE_PARTITIONINGS: &str = "partitionings";
 /// (incompatible: a reader that does not know them cannot decode the
 /// chunks; format 1.5).
 pub(crate) const FEATURE_BLOCKS: &str = "blocks";
+/// A variable's codec is the error-bounded one (incompatible: a reader
+/// that does not know it cannot decode the chunks; format 1.5).
+pub(crate) const FEATURE_BOUNDED: &str = "bounded_codec";
 
 /// The container has the compact layout: a head not padded to 4 KiB and
 /// 128-byte commit slots (incompatible: a reader that does not know it
@@ -58,6 +61,8 @@ pub(crate) const KNOWN_FEATURES: &[&str] = &[
     FEATURE_BLOCKS,
     #[cfg(feature = "zstd")]
     FEATURE_ZSTD,
+    #[cfg(feature = "zstd")]
+    FEATURE_BOUNDED,
 ];
 
 /// The three lists of `features`.
@@ -83,7 +88,7 @@ type Uses = fn(&VariableJson) -> bool;
 
 /// Every feature the format defines (in every build), with its list and
 /// what uses it.
-const DEFINED: [(&str, List, Uses); 8] = [
+const DEFINED: [(&str, List, Uses); 9] = [
     (FEATURE_NO_VALUE, List::Compat, |v| v.no_value.is_some()),
     (FEATURE_LOD, List::RoCompat, |v| v.lod.is_some()),
     (FEATURE_PARTITIONINGS, List::RoCompat, |v| !v.partitionings.is_empty()),
@@ -92,6 +97,7 @@ const DEFINED: [(&str, List, Uses); 8] = [
     (FEATURE_MARGINS, List::Incompat, |v| v.margin.is_some_and(|m| m != [0, 0])),
     (FEATURE_ZSTD, List::Incompat, |v| v.codec.id == "zstd"),
     (FEATURE_BLOCKS, List::Incompat, |v| v.blocks.is_some()),
+    (FEATURE_BOUNDED, List::Incompat, |v| v.codec.id == "bounded"),
 ];
 
 /// The features a new descriptor with these variables lists: those its

@@ -60,8 +60,11 @@ Options:
   --2d                  SEG-Y: one 2-D line, whatever the inline numbers
   --chunk N,N,...       chunk shape (for variables of that many dimensions);
                         VAR=N,N,... for one variable; repeatable
-  --codec none|deflate[:LEVEL]|zstd[:LEVEL]
-                                compression (default deflate:1; zstd: level 1 by default)
+  --codec none|deflate[:LEVEL]|zstd[:LEVEL]|bounded:TOL
+                                compression (default deflate:1; zstd: level 1 by
+                                default); bounded: lossy, every float value
+                                within TOL of the input, NaNs, infinities and
+                                fill values exact (other types: zstd)
   --no-shuffle          no byte shuffle before compressing
   --lods N              keep N levels of detail (each halves every axis)
   --lod-method M        average (default; not for bool) or nearest
@@ -159,8 +162,10 @@ a mix.
 Options:
   --chunk N,N,...       new chunk shape (for variables of that many dimensions);
                         VAR=N,N,... for one variable; repeatable
-  --codec none|deflate[:LEVEL]|zstd[:LEVEL]
-                                new compression for every variable
+  --codec none|deflate[:LEVEL]|zstd[:LEVEL]|bounded:TOL
+                                new compression for every variable; bounded:
+                                lossy, every float value within TOL of the
+                                source (other types: zstd)
   --no-shuffle          with --codec deflate or zstd: no byte shuffle
   --lods N              levels of detail for every variable (each halves every axis)
   --lod-method M        average (default; not for bool) or nearest
@@ -243,7 +248,7 @@ fn format_of(args: &Args, path: &str) -> Result<&'static str, Fail> {
     }
 }
 
-/// Parses `none`, `deflate[:LEVEL]` or `zstd[:LEVEL]`.
+/// Parses `none`, `deflate[:LEVEL]`, `zstd[:LEVEL]` or `bounded:TOL`.
 fn parse_codec(s: &str) -> Result<Codec, String> {
     let level = |l: &str, range: std::ops::RangeInclusive<u8>| match l.parse::<u8>() {
         Ok(l) if range.contains(&l) => Ok(l),
@@ -255,7 +260,11 @@ fn parse_codec(s: &str) -> Result<Codec, String> {
         None if s == "zstd" => Ok(Codec::zstd(1)),
         Some(("deflate", l)) => Ok(Codec::deflate(level(l, Compression::DEFLATE_LEVELS)?)),
         Some(("zstd", l)) => Ok(Codec::zstd(level(l, Compression::ZSTD_LEVELS)?)),
-        _ => Err("expected none, deflate[:LEVEL] or zstd[:LEVEL]".into()),
+        Some(("bounded", t)) => match t.parse::<f64>() {
+            Ok(t) if t > 0.0 && t <= 1e300 => Ok(Codec::bounded(t)),
+            _ => Err(format!("tolerance {t:?} is not a number in (0, 1e300]")),
+        },
+        _ => Err("expected none, deflate[:LEVEL], zstd[:LEVEL] or bounded:TOL".into()),
     }
 }
 
@@ -315,6 +324,16 @@ impl Layout {
             s.parse::<u8>().ok().filter(|n| (1..=vds::MAX_LODS).contains(n)).ok_or(format!("expected 1 to {}", vds::MAX_LODS))
         })?;
         Ok(Layout { codec, chunks, partitionings, blocks, lods: lods.map(|n| (n, method)) })
+    }
+
+    /// The codec asked for a variable of type `dtype`, if any: a bounded
+    /// codec is for float32 and float64 only, and other types get zstd at
+    /// its level, lossless.
+    pub fn codec_for(&self, dtype: DType) -> Option<Codec> {
+        match self.codec?.compression {
+            Compression::Bounded { level, .. } if !matches!(dtype, DType::Float32 | DType::Float64) => Some(Codec::zstd(level)),
+            _ => self.codec,
+        }
     }
 
     /// The chunk shape asked for a variable of `ndim` dimensions, if any.
@@ -425,7 +444,7 @@ pub fn import(args: &Args) -> Result<(), Fail> {
     }
     for v in &plan.vars {
         let mut vb = VariableBuilder::new(&v.name, v.dtype, &v.axes.iter().map(String::as_str).collect::<Vec<_>>());
-        vb.codec(layout.codec.unwrap_or(Codec::deflate(1)));
+        vb.codec(layout.codec_for(v.dtype).unwrap_or(Codec::deflate(1)));
         if let Some(c) = layout.chunk(&v.name, v.shape.len()) {
             vb.chunk(c);
         }
@@ -790,7 +809,8 @@ pub fn copy(args: &Args) -> Result<(), Fail> {
         let axes: Vec<&str> = v.axes().iter().map(|&k| src.axes()[k].name()).collect();
         let mut vb = VariableBuilder::new(v.name(), v.dtype(), &axes);
         vb.chunk(layout.chunk(v.name(), axes.len()).unwrap_or(v.chunk_shape()));
-        vb.codec(layout.codec.unwrap_or(v.codec())).unit(v.unit()).fill(v.fill_value());
+        let codec = if v.quantization().is_some() { layout.codec_for(DType::UInt16) } else { layout.codec_for(v.dtype()) };
+        vb.codec(codec.unwrap_or(v.codec())).unit(v.unit()).fill(v.fill_value());
         layout.apply(&mut vb, axes.len(), Some((v, &axes)));
         for (k, val) in src.variable_attributes(i).map_err(at(input))? {
             vb.attribute(k, val.clone());

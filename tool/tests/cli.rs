@@ -255,6 +255,19 @@ fn info_reports_chunk_kinds_codecs_and_space() {
     let got: Vec<f32> = Dataset::open(dir.join("zstd.vds")).unwrap().read_vec("amp", &region, Order::C).unwrap();
     assert!(got == want, "the zstd copy differs from the source");
     assert!(fails(&dir, &["copy", p, "z.vds", "--codec", "zstd:23"], 2).contains("level \"23\" is not 1 to 22"));
+    // Copied with the bounded codec: info shows the bound and the ratio,
+    // and every value is within the bound of the source's.
+    ok(&dir, &["copy", p, "bounded.vds", "--codec", "bounded:0.5"]);
+    let text = ok(&dir, &["info", "bounded.vds"]);
+    assert!(text.contains("chunks 4x4x4 (grid 4x4x2), bounded, error <= 0.5 (zstd level 3), fill 0"), "{text}");
+    assert!(text.contains(", ratio "), "{text}");
+    let got: Vec<f32> = Dataset::open(dir.join("bounded.vds")).unwrap().read_vec("amp", &region, Order::C).unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        assert!((f64::from(*g) - f64::from(*w)).abs() <= 0.5, "{g} for {w}");
+    }
+    for bad in ["bounded:0", "bounded:-1", "bounded:x", "bounded:inf", "bounded"] {
+        assert!(fails(&dir, &["copy", p, "b.vds", "--codec", bad], 2).contains("--codec"), "{bad}");
+    }
 }
 
 #[test]
@@ -457,7 +470,8 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
     assert!(rss_kib < 40 * 1024, "copying 96 MiB in 1 MiB blocks peaked at {rss_kib} KiB");
     eprintln!("copy of 96 MiB in 1 MiB blocks: peak resident memory {rss_kib} KiB");
     assert!(fails(&dir, &["copy", "src.vds", "dst2.vds", "--chunk", "nope=1,2,3"], 2).contains("variable \"nope\""));
-    assert!(fails(&dir, &["copy", "src.vds", "dst2.vds", "--codec", "lz4"], 2).contains("expected none, deflate[:LEVEL] or zstd[:LEVEL]"));
+    assert!(fails(&dir, &["copy", "src.vds", "dst2.vds", "--codec", "lz4"], 2)
+        .contains("expected none, deflate[:LEVEL], zstd[:LEVEL] or bounded:TOL"));
 }
 
 #[test]
