@@ -1,0 +1,206 @@
+"""Error-bounded lossy compression: libvds's bounded codec against zfp
+(zfpy, fixed-accuracy mode) and SZ3 (pysz, absolute error bound), on the
+same arrays at the same absolute tolerances, in one run.
+
+    sh .ci/deps.sh                                  # once: target/pyenv with the vds package
+    python3 bench/lossy.py --setup                  # once: zfpy and pysz into target/pyenv
+    python3 bench/lossy.py [--quick] [--runs 3] [--dir DIR]
+
+Data: the native benchmark's smooth 512^3 float32 volume (suite b;
+--quick: 256^3), and a seismic-like 256 x 256 x 512 float32 volume
+(--quick: 128 x 128 x 256): dipping, folded reflectors with a fault,
+convolved with a 30 Hz Ricker wavelet along time, plus band-limited noise
+(-30 dB), as real post-stack amplitudes look. Tolerances are fractions of
+each array's value range (1e-2, 1e-3, 1e-4), given to every codec as the
+same absolute bound.
+
+zfp's accuracy mode stays well inside its tolerance, so each table also
+has zfp at the loosest power-of-two multiple of the tolerance whose
+maximum error still meets the bound: the comparison at the same maximum
+error. For each codec and tolerance: compression ratio (raw bytes / compressed
+bytes; for libvds, the whole file, 64^3 chunks, metadata included),
+maximum and RMS error, PSNR (value range / RMS error), how many values
+exceed the bound (checked on every value, in float64, where the difference
+of two float32 values is exact), and encode and decode speed (median of
+--runs; libvds writes and commits a file without fsync and reads it back
+whole, the others compress and decompress in memory). Output: Markdown.
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VENV = os.path.join(ROOT, "target", "pyenv")
+PEERS = ["zfpy==1.0.1.post0", "pysz==1.1.0"]
+
+if "--setup" in sys.argv:
+    if not os.path.exists(os.path.join(VENV, "bin", "python")):
+        sys.exit("run `sh .ci/deps.sh` first (it makes target/pyenv with the vds package)")
+    subprocess.check_call([os.path.join(VENV, "bin", "pip"), "install", "-q", *PEERS])
+    sys.exit(0)
+if os.path.realpath(sys.prefix) != os.path.realpath(VENV):
+    python = os.path.join(VENV, "bin", "python")
+    if not os.path.exists(python):
+        sys.exit("run `sh .ci/deps.sh` and `python3 bench/lossy.py --setup` first")
+    os.execv(python, [python, *sys.argv])
+
+import numpy as np  # noqa: E402
+import pysz  # noqa: E402
+import zfpy  # noqa: E402
+
+import vds  # noqa: E402
+
+
+def smooth(n):
+    """The native benchmark's suite-b volume (bench/bench.rs `volume`)."""
+    x = (np.arange(n, dtype=np.float32) / np.float32(n))[:, None, None]
+    y = (np.arange(n, dtype=np.float32) / np.float32(n))[None, :, None]
+    z = (np.arange(n, dtype=np.float32) / np.float32(n))[None, None, :]
+    return (np.sin(6 * x + 2 * y) * np.cos(9 * z + 3 * x * y) + np.float32(0.25) * np.sin(17 * z)).astype(np.float32)
+
+
+def seismic(ni, nx, nt, seed=7):
+    """Post-stack-like amplitudes: layered reflectivity along folded, dipping
+    horizons with a normal fault, convolved with a Ricker wavelet, plus
+    band-limited noise."""
+    rng = np.random.default_rng(seed)
+    dt = 0.004
+    # Reflectivity as a function of (relative) depth: sparse, signed.
+    depth = np.zeros(nt * 2, np.float64)
+    spikes = rng.choice(len(depth), size=len(depth) // 6, replace=False)
+    depth[spikes] = rng.laplace(0.0, 0.08, size=len(spikes))
+    i = np.arange(ni)[:, None]
+    j = np.arange(nx)[None, :]
+    shift = 0.15 * i + 0.08 * j + 12.0 * np.sin(i / 37.0) * np.cos(j / 53.0)
+    shift = shift + np.where(i + 0.6 * j > 0.8 * ni, 18.0, 0.0)  # the fault's throw
+    t = np.arange(nt)[None, None, :]
+    pos = t + shift[:, :, None] + nt // 4
+    lo = np.clip(np.floor(pos).astype(np.int64), 0, len(depth) - 2)
+    w = pos - np.floor(pos)
+    refl = depth[lo] * (1 - w) + depth[lo + 1] * w
+    # Ricker wavelet, 30 Hz, convolved along time.
+    tw = np.arange(-32, 33) * dt
+    a = (np.pi * 30.0 * tw) ** 2
+    ricker = (1 - 2 * a) * np.exp(-a)
+    spec = np.fft.rfft(refl, n=nt + 64, axis=2) * np.fft.rfft(ricker, n=nt + 64)[None, None, :]
+    trace = np.fft.irfft(spec, n=nt + 64, axis=2)[:, :, 32:32 + nt]
+    noise = rng.standard_normal(trace.shape)
+    band = np.fft.rfft(noise, axis=2)
+    f = np.fft.rfftfreq(nt, dt)
+    band *= ((f > 8) & (f < 80))[None, None, :]
+    noise = np.fft.irfft(band, n=nt, axis=2)
+    noise *= 0.03 * trace.std() / noise.std()
+    return (trace + noise).astype(np.float32) * np.float32(1000.0)
+
+
+def median_time(fn, runs):
+    times, out = [], None
+    for _ in range(runs):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), out
+
+
+def errors(a, b, tol):
+    d = np.abs(b.astype(np.float64) - a.astype(np.float64))
+    rng = float(a.max()) - float(a.min())
+    rms = float(np.sqrt(np.mean(d * d)))
+    psnr = 20 * np.log10(rng / rms) if rms > 0 else float("inf")
+    return float(d.max()), rms, psnr, int(np.count_nonzero(d > tol))
+
+
+def run_vds(a, tol, runs, work):
+    path = os.path.join(work, "lossy.vds")
+    chunks = [min(64, n) for n in a.shape]
+
+    def encode():
+        with vds.create(path, axes=[(f"d{k}", n) for k, n in enumerate(a.shape)], sync=False, overwrite=True,
+                        variables={"v": {"dtype": "float32", "dims": [f"d{k}" for k in range(a.ndim)], "chunks": chunks,
+                                         "codec": f"bounded:{tol!r}"}}) as ds:
+            ds["v"][...] = a
+
+    def decode():
+        with vds.open(path) as ds:
+            return np.asarray(ds["v"])
+
+    te, _ = median_time(encode, runs)
+    td, back = median_time(decode, runs)
+    return os.path.getsize(path), te, td, back
+
+
+def run_zfp(a, tol, runs, work):
+    te, z = median_time(lambda: zfpy.compress_numpy(a, tolerance=tol), runs)
+    td, back = median_time(lambda: zfpy.decompress_numpy(z), runs)
+    return len(z), te, td, back
+
+
+def run_sz(a, tol, runs, work):
+    config = pysz.szConfig()
+    config.errorBoundMode = pysz.szErrorBoundMode.ABS
+    config.absErrorBound = tol
+    te, (z, _) = median_time(lambda: pysz.sz.compress(a, config), runs)
+    td, (back, _) = median_time(lambda: pysz.sz.decompress(z, np.float32, a.shape), runs)
+    return z.nbytes, te, td, back
+
+
+CODECS = [("libvds bounded", run_vds), ("zfp (zfpy, accuracy)", run_zfp), ("SZ3 (pysz, ABS)", run_sz)]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="smaller arrays")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--dir", default=None, help="scratch directory (default: a temporary one)")
+    p.add_argument("--setup", action="store_true", help="install the peers (done above)")
+    args = p.parse_args()
+    work = tempfile.mkdtemp(prefix="vds-lossy-", dir=args.dir)
+    try:
+        n = 256 if args.quick else 512
+        data = [(f"smooth {n}^3 (bench suite b)", lambda: smooth(n))]
+        s = (128, 128, 256) if args.quick else (256, 256, 512)
+        data.append((f"seismic-like {s[0]}x{s[1]}x{s[2]}", lambda: seismic(*s)))
+        print(f"vds {vds.__version__}, zfpy {getattr(zfpy, '__version__', '?')}, pysz {PEERS[1]}; "
+              f"median of {args.runs} runs; ratio = raw bytes / compressed bytes\n")
+        for name, make in data:
+            a = make()
+            rng = float(a.max()) - float(a.min())
+            mib = a.nbytes / 2**20
+            print(f"### {name}: {mib:.0f} MiB, value range {rng:.4g}\n")
+            print("| tolerance (of range) | codec | ratio | max error | max / tolerance | RMS error | PSNR dB "
+                  "| values beyond bound | encode MiB/s | decode MiB/s |")
+            print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+            for rel in (1e-2, 1e-3, 1e-4):
+                tol = rel * rng
+                for label, run in CODECS:
+                    size, te, td, back = run(a, tol, args.runs, work)
+                    mx, rms, psnr, beyond = errors(a, back, tol)
+                    print(f"| {tol:.4g} ({rel:g}) | {label} | {a.nbytes / size:.2f} | {mx:.4g} | {mx / tol:.3f} | {rms:.4g} "
+                          f"| {psnr:.1f} | {beyond} | {mib / te:.0f} | {mib / td:.0f} |", flush=True)
+                # zfp's accuracy mode keeps well inside its tolerance, so it is
+                # also given the loosest multiple of the tolerance whose
+                # maximum error still meets the bound: the same maximum error.
+                loosest = None
+                for mult in (2, 4, 8, 16, 32):
+                    z = zfpy.compress_numpy(a, tolerance=tol * mult)
+                    if errors(a, zfpy.decompress_numpy(z), tol)[3] == 0:
+                        loosest = mult
+                    else:
+                        break
+                if loosest:
+                    size, te, td, back = run_zfp(a, tol * loosest, args.runs, work)
+                    mx, rms, psnr, beyond = errors(a, back, tol)
+                    print(f"| {tol:.4g} ({rel:g}) | zfp, tolerance x{loosest} | {a.nbytes / size:.2f} | {mx:.4g} | {mx / tol:.3f} "
+                          f"| {rms:.4g} | {psnr:.1f} | {beyond} | {mib / te:.0f} | {mib / td:.0f} |", flush=True)
+            print()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
