@@ -231,7 +231,7 @@ fn block_tables_that_lie_are_reported_by_partial_and_whole_reads() {
         ("a block codec byte 0x20", Box::new(move |b| b[t + 4] = 0x20), "not a block codec"),
         ("a block codec byte 0x30", Box::new(move |b| b[t + 4] = 0x30), "not a block codec"),
         ("a block codec byte 0x40", Box::new(move |b| b[t + 20] = 0x40), "not a block codec"),
-        ("shuffle without compression", Box::new(move |b| b[t + 4] = 0x10), "shuffle"),
+        ("shuffle without compression", Box::new(move |b| b[t + 4] = 0x10), "not a block codec"),
         ("an undefined compression", Box::new(move |b| b[t + 4] = 0x07), "block 0"),
         ("deflate over raw bytes", Box::new(move |b| b[t + 4] = 0x01), "block 0"),
         ("zstd without the feature", Box::new(move |b| b[t + 4] = 0x02), "zstd"),
