@@ -375,3 +375,54 @@ mod tests {
         assert!(huge.check_within(&[u64::MAX], "v").is_err());
     }
 }
+
+/// The pieces in which a copy moves a region of `shape` one at a time:
+/// boxes aligned to multiples of `chunk`, in C order, each at most about
+/// `budget` bytes of `esize`-byte elements (but at least one chunk). A piece
+/// is whole along as many trailing axes as the budget allows, so that it is
+/// few contiguous runs of a C-order buffer or file. Each item is the
+/// piece's (start, shape).
+#[derive(Debug, Clone)]
+pub struct RegionPieces {
+    shape: Vec<u64>,
+    piece: Vec<u64>,
+    next: Option<Vec<u64>>,
+}
+
+impl RegionPieces {
+    /// The pieces of `shape` for chunks of `chunk` (one extent per axis).
+    pub fn new(shape: &[u64], chunk: &[u64], esize: u64, budget: u64) -> RegionPieces {
+        let mut piece: Vec<u64> = chunk.iter().zip(shape).map(|(&c, &n)| c.min(n).max(1)).collect();
+        for k in (0..shape.len()).rev() {
+            let others: u64 = piece.iter().enumerate().filter(|&(i, _)| i != k).map(|(_, &b)| b).product::<u64>().saturating_mul(esize);
+            if others.saturating_mul(shape[k]) <= budget {
+                piece[k] = shape[k];
+                continue;
+            }
+            let c = piece[k];
+            piece[k] = ((budget / others.max(1)) / c * c).max(c);
+            break;
+        }
+        let next = if shape.iter().all(|&n| n > 0) { Some(vec![0; shape.len()]) } else { None };
+        RegionPieces { shape: shape.to_vec(), piece, next }
+    }
+}
+
+impl Iterator for RegionPieces {
+    /// (start, shape) of the next piece.
+    type Item = (Vec<u64>, Vec<u64>);
+    fn next(&mut self) -> Option<Self::Item> {
+        let start = self.next.take()?;
+        let shape: Vec<u64> = start.iter().zip(&self.piece).zip(&self.shape).map(|((&s, &b), &n)| b.min(n - s)).collect();
+        let mut pos = start.clone();
+        for k in (0..pos.len()).rev() {
+            pos[k] += self.piece[k];
+            if pos[k] < self.shape[k] {
+                self.next = Some(pos);
+                break;
+            }
+            pos[k] = 0;
+        }
+        Some((start, shape))
+    }
+}

@@ -72,7 +72,7 @@ mod spec;
 mod storage;
 mod wire;
 
-pub use array::{Element, Order, Region};
+pub use array::{Element, Order, Region, RegionPieces};
 pub use dataset::{
     default_chunk_shape, CompactReport, Dataset, DatasetBuilder, Durability, Layout, MergeReport, OpenOptions, Recovery, SlotOpener,
     SlotPolicy, Space, Stats, VarRef, VariableBuilder, VerifyReport, COMPACT_LIMIT, DEFAULT_CHUNK_BYTES, FILE_LOCKING_ENV,

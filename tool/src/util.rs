@@ -374,52 +374,8 @@ pub fn buffer(bytes: u64) -> Result<Vec<u8>, Fail> {
     Ok(v)
 }
 
-/// The blocks a copy moves one at a time: boxes of `shape` aligned to
-/// multiples of `chunk`, in C order, each at most about `budget` bytes (but
-/// at least one chunk). A block is full along as many trailing axes as the
-/// budget allows, so that it is few contiguous runs of a C-order file.
-pub struct Blocks {
-    shape: Vec<u64>,
-    block: Vec<u64>,
-    next: Option<Vec<u64>>,
-}
-
-impl Blocks {
-    pub fn new(shape: &[u64], chunk: &[u64], esize: u64, budget: u64) -> Blocks {
-        let mut block: Vec<u64> = chunk.iter().zip(shape).map(|(&c, &n)| c.min(n).max(1)).collect();
-        for k in (0..shape.len()).rev() {
-            let others: u64 = block.iter().enumerate().filter(|&(i, _)| i != k).map(|(_, &b)| b).product::<u64>().saturating_mul(esize);
-            if others.saturating_mul(shape[k]) <= budget {
-                block[k] = shape[k];
-                continue;
-            }
-            let c = block[k];
-            block[k] = ((budget / others.max(1)) / c * c).max(c);
-            break;
-        }
-        let next = if shape.iter().all(|&n| n > 0) { Some(vec![0; shape.len()]) } else { None };
-        Blocks { shape: shape.to_vec(), block, next }
-    }
-}
-
-impl Iterator for Blocks {
-    /// (start, shape) of the next block.
-    type Item = (Vec<u64>, Vec<u64>);
-    fn next(&mut self) -> Option<Self::Item> {
-        let start = self.next.take()?;
-        let shape: Vec<u64> = start.iter().zip(&self.block).zip(&self.shape).map(|((&s, &b), &n)| b.min(n - s)).collect();
-        let mut pos = start.clone();
-        for k in (0..pos.len()).rev() {
-            pos[k] += self.block[k];
-            if pos[k] < self.shape[k] {
-                self.next = Some(pos);
-                break;
-            }
-            pos[k] = 0;
-        }
-        Some((start, shape))
-    }
-}
+/// The blocks a copy moves one at a time (see [`vds::RegionPieces`]).
+pub use vds::RegionPieces as Blocks;
 
 /// The contiguous runs of the box (`start`, `bshape`) inside a C-order array
 /// of `shape`: (element offset in the array, element offset in the box's
