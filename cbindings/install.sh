@@ -5,14 +5,15 @@
 # with PKG_CONFIG_PATH=PREFIX/lib/pkgconfig when PREFIX is not a system prefix.
 #
 # Builds the release libraries with cargo unless VDS_BUILD_DIR names a
-# directory that already holds libvds.so and libvds.a.
+# directory that already holds libvds.so and libvds.a. VDS_FEATURES=remote
+# builds a library whose vds_open also reads http://, https:// and s3:// URLs.
 set -eu
 prefix=${1:?usage: install.sh PREFIX}
 here=$(cd "$(dirname "$0")/.." && pwd)
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$here/Cargo.toml" | head -n 1)
 major=0  # the soname's ABI version, as in build.rs
 if [ -z "${VDS_BUILD_DIR:-}" ]; then
-    cargo build --release --lib --manifest-path "$here/Cargo.toml"
+    cargo build --release --lib -p vds ${VDS_FEATURES:+--features "$VDS_FEATURES"} --manifest-path "$here/Cargo.toml"
     VDS_BUILD_DIR="$here/target/release"
 fi
 mkdir -p "$prefix/lib/pkgconfig" "$prefix/include"

@@ -800,14 +800,21 @@ vds_status vds_builder_create(const struct vds_builder *b,
  * `flags` is `VDS_OPEN_READ` or `VDS_OPEN_WRITE`, or-ed with any of
  * `VDS_OPEN_NO_SYNC`, `VDS_OPEN_ALLOW_EXTERNAL_PATHS` and `VDS_OPEN_NO_LOCK`.
  * Only regular files open: a FIFO or a device is refused (`VDS_ERR_IO`)
- * without blocking. `path` is a file path: the C library has no network
- * client, so an `http://`, `https://` or `s3://` URL is not opened here
- * (the `vds` tool and the `vds-remote` Rust crate read such containers).
+ * without blocking.
+ *
+ * A `path` that starts with `http://`, `https://` or `s3://` is a URL: a
+ * library built with the cargo feature `remote` reads the container in
+ * place with range requests (read-only, so `VDS_OPEN_WRITE` is
+ * `VDS_ERR_READ_ONLY`; `s3://` takes its credentials, region and endpoint
+ * from the `AWS_*` environment variables, README "Reading from object
+ * storage"); a library built without it returns
+ * `VDS_ERR_UNSUPPORTED_FEATURE`. A local file whose name starts that way
+ * opens as `./http://...`.
  *
  * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_INVALID_ARGUMENT`
  * (unknown flags), `VDS_ERR_NOT_FOUND`, `VDS_ERR_IO`, `VDS_ERR_CORRUPT`,
  * `VDS_ERR_UNSUPPORTED_VERSION`, `VDS_ERR_UNSUPPORTED_FEATURE`,
- * `VDS_ERR_READ_ONLY` (writing forbidden by the file's features),
+ * `VDS_ERR_READ_ONLY` (writing forbidden by the file's features, or a URL),
  * `VDS_ERR_LOCKED` (another writer has it open). Close it with `vds_close`.
  *
  * Thread safety: may be called from any thread.

@@ -45,7 +45,7 @@ pub use layout::{Layout, COMPACT_LIMIT};
 pub use locking::FILE_LOCKING_ENV;
 pub use maintenance::{CompactReport, Recovery, Space, VerifyReport};
 use open::BodyPrefix;
-pub use options::{Durability, OpenOptions, SlotOpener, SlotPolicy};
+pub use options::{is_url, Durability, OpenOptions, SlotOpener, SlotPolicy};
 use write::{prepare, Prepared};
 
 /// Counts of a dataset's index entries and stored bytes (see [`Dataset::stats`]).

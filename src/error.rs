@@ -88,7 +88,7 @@ impl Error {
     /// An I/O error with what was being done when it happened; its kind is
     /// `NotFound`, `AlreadyExists` or `OutOfMemory` for those I/O kinds and
     /// `Io` otherwise. For crates that open containers on storage of their
-    /// own, as `vds-remote` does over HTTP and S3.
+    /// own, as `remote::RemoteStorage` does over HTTP and S3.
     pub fn io(context: impl Into<String>, err: std::io::Error) -> Error {
         let kind = match err.kind() {
             std::io::ErrorKind::NotFound => ErrorKind::NotFound,

@@ -68,14 +68,16 @@ pub mod ffi;
 pub mod fuzzing;
 mod hash;
 mod index;
+#[cfg(feature = "remote")]
+pub mod remote;
 mod spec;
 mod storage;
 mod wire;
 
 pub use array::{Element, Order, Region, RegionPieces};
 pub use dataset::{
-    default_chunk_shape, CompactReport, Dataset, DatasetBuilder, Durability, Layout, MergeReport, OpenOptions, Recovery, SlotOpener,
-    SlotPolicy, Space, Stats, VarRef, VariableBuilder, VerifyReport, COMPACT_LIMIT, DEFAULT_CHUNK_BYTES, FILE_LOCKING_ENV,
+    default_chunk_shape, is_url, CompactReport, Dataset, DatasetBuilder, Durability, Layout, MergeReport, OpenOptions, Recovery,
+    SlotOpener, SlotPolicy, Space, Stats, VarRef, VariableBuilder, VerifyReport, COMPACT_LIMIT, DEFAULT_CHUNK_BYTES, FILE_LOCKING_ENV,
 };
 pub use error::{Error, ErrorKind, Location, Result};
 /// The JSON library of attribute values, re-exported so that callers use the same version.

@@ -24,7 +24,7 @@ pub trait Storage: Send + Sync {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
     /// Fills each buffer from its offset, as [`Storage::read_at`] does for
     /// each in turn (the default). A store where each read waits on a
-    /// network (as `vds-remote`'s) fetches them at once instead, merging
+    /// network (as `remote::RemoteStorage`) fetches them at once instead, merging
     /// neighbouring ranges; libvds calls it for batches of index pages.
     ///
     /// # Errors
@@ -35,7 +35,7 @@ pub trait Storage: Send + Sync {
     }
     /// Says that the byte ranges `(offset, length)` are about to be read,
     /// each by one [`Storage::read_at`]. The default does nothing; a store
-    /// where each read waits on a network (as `vds-remote`'s) fetches them
+    /// where each read waits on a network (as `remote::RemoteStorage`) fetches them
     /// at once and serves those reads from memory. libvds announces the
     /// stored chunks a region read needs, up to 32 MiB at a time.
     fn will_read(&self, ranges: &[(u64, u64)]) {

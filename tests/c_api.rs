@@ -263,3 +263,86 @@ fn pkg_config_install_builds_and_runs_a_program() {
     let out = run(Command::new(dir.path("example")).arg(dir.path("grid.vds")).env("LD_LIBRARY_PATH", prefix.join("lib")));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "row 42 starts 1200.0000 1200.1429, ends 1228.4286\n");
 }
+
+/// A C program that opens a container by URL with `vds_open`, reads all of
+/// variable 0 as uint32 and compares it with the same read of the local
+/// file; asking to write through the URL is `VDS_ERR_READ_ONLY`, and a URL
+/// with nothing behind it fails with a message naming it.
+#[cfg(feature = "remote")]
+const URL_PROGRAM: &str = r#"#include <vds.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int read_all(const char *path, uint64_t n, uint32_t *buf) {
+    vds_dataset *ds = NULL;
+    uint64_t start[3] = {0, 0, 0}, shape[3] = {n, n, n};
+    if (vds_open(path, VDS_OPEN_READ, &ds) != VDS_OK) { fprintf(stderr, "open %s: %s\n", path, vds_last_error_message()); return 1; }
+    if (vds_read(ds, 0, VDS_UINT32, start, shape, NULL, 3, VDS_ORDER_C, (uint8_t *)buf, n * n * n * 4) != VDS_OK) {
+        fprintf(stderr, "read %s: %s\n", path, vds_last_error_message());
+        return 1;
+    }
+    return vds_close(ds) != VDS_OK;
+}
+
+int main(int argc, char **argv) {
+    vds_dataset *ds = NULL;
+    vds_status s;
+    uint64_t n;
+    uint32_t *remote, *local;
+    if (argc != 5) return 2;
+    n = strtoull(argv[3], NULL, 10);
+    remote = malloc(n * n * n * 4);
+    local = malloc(n * n * n * 4);
+    if (!remote || !local) return 2;
+    if (read_all(argv[1], n, remote) || read_all(argv[2], n, local)) return 1;
+    if (memcmp(remote, local, n * n * n * 4) != 0) { fprintf(stderr, "the remote values differ from the local ones\n"); return 1; }
+    s = vds_open(argv[1], VDS_OPEN_WRITE, &ds);
+    if (s != VDS_ERR_READ_ONLY) { fprintf(stderr, "writing by URL: %s\n", vds_status_str(s)); return 1; }
+    s = vds_open(argv[4], VDS_OPEN_READ, &ds);
+    if (s == VDS_OK || strstr(vds_last_error_message(), argv[4]) == NULL) { fprintf(stderr, "missing object: %s: %s\n", vds_status_str(s), vds_last_error_message()); return 1; }
+    printf("%llu values read by URL; missing object: %s\n", (unsigned long long)(n * n * n), vds_status_str(s));
+    free(remote);
+    free(local);
+    return 0;
+}
+"#;
+
+/// `vds_open` reads a container by `http://` URL (nginx on loopback) in a
+/// library built with the cargo feature `remote`.
+#[cfg(feature = "remote")]
+#[test]
+fn c_program_reads_a_container_by_url() {
+    #[path = "remote_common/mod.rs"]
+    #[allow(unused_imports)]
+    mod remote_common;
+    let www = remote_common::TempDir::new("c-url");
+    let path = www.0.join("noise.vds");
+    remote_common::noise(&path, 48, 16);
+    let server = remote_common::nginx(&www.0);
+    let dir = Scratch::new("c-url");
+    let src = dir.dir().join("read_url.c");
+    std::fs::write(&src, URL_PROGRAM).unwrap();
+    let exe = dir.dir().join("read_url");
+    let args = shared_link_args();
+    compile(&exe, &[src], false, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let url = format!("http://127.0.0.1:{}/noise.vds", server.port);
+    let missing = format!("http://127.0.0.1:{}/no-such.vds", server.port);
+    let out = run_program(&exe, &[Path::new(&url), &path, Path::new("48"), Path::new(&missing)], &[]);
+    assert_eq!(out, "110592 values read by URL; missing object: not found\n", "{out}");
+}
+
+/// The library's default build links no network client: object_store, its
+/// HTTP stack and tokio come only with the cargo feature `remote`.
+#[test]
+fn the_default_library_links_no_network_client() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = run(Command::new(cargo)
+        .args(["tree", "--offline", "-p", "vds", "-e", "normal", "--prefix", "none", "--format", "{p}", "--manifest-path"])
+        .arg(root().join("Cargo.toml")));
+    let tree = String::from_utf8_lossy(&out.stdout);
+    assert!(tree.contains("crc32fast"), "{tree}");
+    for net in ["object_store", "tokio", "hyper", "reqwest", "rustls", "url "] {
+        assert!(!tree.lines().any(|l| l.starts_with(net)), "the default build of vds depends on {net}:\n{tree}");
+    }
+}

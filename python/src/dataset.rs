@@ -590,11 +590,8 @@ pub(crate) fn open(
     if let Some(c) = cache_size {
         o.cache_size(c);
     }
-    let ds = py.detach(|| match path.to_str().filter(|p| vds_remote::is_url(p)) {
-        Some(url) if write => Err(vds::Error::new(vds::ErrorKind::ReadOnly, format!("{url}: containers are opened by URL read-only"))),
-        Some(url) => vds_remote::open_with(url, &o),
-        None => o.open(&path),
-    });
+    // A URL opens read-only in place (vds::OpenOptions::open).
+    let ds = py.detach(|| o.open(&path));
     Ok(Dataset::new(lib(py, ds)?))
 }
 
@@ -616,8 +613,9 @@ pub(crate) fn publish(py: Python<'_>, path: std::path::PathBuf, url: &str) -> Py
             .create_new(true)
             .open(&staging)
             .map_err(|e| vds::Error::io(format!("creating {}", staging.display()), e))?;
-        let result =
-            src.copy_cloud_optimized_to(std::sync::Arc::new(vds::FileStorage::new(file))).and_then(|_| vds_remote::publish(&staging, &url));
+        let result = src
+            .copy_cloud_optimized_to(std::sync::Arc::new(vds::FileStorage::new(file)))
+            .and_then(|_| vds::remote::publish(&staging, &url));
         let _ = std::fs::remove_file(&staging);
         result
     });

@@ -9,8 +9,8 @@ import pytest
 
 import vds
 
-moto_server = pytest.importorskip("moto.server")
-boto3 = pytest.importorskip("boto3")
+import moto.server as moto_server  # noqa: E402  (.ci/deps.sh installs moto)
+import boto3  # noqa: E402
 
 ENV = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION")
 

@@ -3,7 +3,7 @@
 //! durability and slot-placement policies.
 
 use super::{locking, Dataset, DEFAULT_MEMORY_LIMIT};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::storage::{open_regular, FileStorage, Storage};
 use std::fs::OpenOptions as FsOpenOptions;
 use std::path::Path;
@@ -150,7 +150,7 @@ impl OpenOptions {
     /// [`Storage::read_many`] call, as long as the pages read stay within
     /// `pages` (0, the default, reads none; the page cache holds 1024).
     /// Then finding a chunk reads one index page, its leaf. For storage
-    /// where each read is a round trip over a network (`vds-remote` asks
+    /// where each read is a round trip over a network (`remote::RemoteStorage` asks
     /// for 512): a commit writes the upper pages of the index it rewrites
     /// together, at its end, so one level usually takes one request. A
     /// damaged page is not reported here but by the read that needs it.
@@ -177,8 +177,18 @@ impl OpenOptions {
     /// for a file this library cannot read, `ReadOnly` when writing is asked
     /// for a file whose features forbid it, `Locked` when another writer holds it,
     /// `OutOfMemory` when parsing the descriptor could exceed the memory limit.
+    ///
+    /// A path that starts with `http://`, `https://` or `s3://` ([`is_url`])
+    /// is a URL: in a build with the cargo feature `remote` the container is
+    /// read in place through [`crate::remote::open_with`] (read-only: asking
+    /// to write is `ReadOnly`); in a build without it, opening one is
+    /// `UnsupportedFeature`. A local file whose name starts that way opens as
+    /// `./http://...`.
     pub fn open(&self, path: impl AsRef<Path>) -> Result<Dataset> {
         let path = path.as_ref();
+        if let Some(url) = path.to_str().filter(|p| is_url(p)) {
+            return self.open_url(url);
+        }
         let file = if self.write {
             locking::open_rw_locked(path, self.file_locking)?
         } else {
@@ -188,6 +198,20 @@ impl OpenOptions {
         Dataset::load(storage, Some(path.to_path_buf()), self.write, self.durability, self.limit())
             .map(|d| self.apply(d))
             .map_err(|e| e.context(path.display()))
+    }
+    #[cfg(feature = "remote")]
+    fn open_url(&self, url: &str) -> Result<Dataset> {
+        if self.write {
+            return Err(Error::new(ErrorKind::ReadOnly, format!("{url}: a container opened by URL is read-only")));
+        }
+        crate::remote::open_with(url, self)
+    }
+    #[cfg(not(feature = "remote"))]
+    fn open_url(&self, url: &str) -> Result<Dataset> {
+        Err(Error::new(
+            ErrorKind::UnsupportedFeature,
+            format!("{url}: this build of libvds opens no URLs (it was built without the cargo feature `remote`)"),
+        ))
     }
     /// Opens a container held by any [`Storage`] (e.g. [`crate::MemoryStorage`]).
     /// External-file slots are available on such a dataset only through
@@ -200,5 +224,41 @@ impl OpenOptions {
     }
     fn limit(&self) -> u64 {
         self.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT)
+    }
+}
+
+/// Whether `path` names a container by URL rather than a local file: it
+/// starts with `http://`, `https://` or `s3://` (in any case).
+pub fn is_url(path: &str) -> bool {
+    ["http://", "https://", "s3://"].iter().any(|p| path.len() >= p.len() && path.as_bytes()[..p.len()].eq_ignore_ascii_case(p.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_told_from_paths() {
+        for url in ["http://h/x.vds", "HTTPS://h/x.vds", "s3://bucket/key.vds", "S3://b/k"] {
+            assert!(is_url(url), "{url}");
+        }
+        for path in ["./http://h/x.vds", "http:/x", "s3:/b", "file:///x.vds", "/data/s3://x", "", "é3://x"] {
+            assert!(!is_url(path), "{path}");
+        }
+    }
+
+    /// Without the cargo feature `remote` a URL is an unsupported feature,
+    /// never a file name; with it, a URL opens read-only (checked before any
+    /// request, so this needs no server).
+    #[test]
+    fn a_url_opens_only_read_only_and_only_with_the_remote_feature() {
+        let e = OpenOptions::new().write(true).open("https://example.invalid/survey.vds").unwrap_err();
+        if cfg!(feature = "remote") {
+            assert_eq!(e.kind(), ErrorKind::ReadOnly, "{e}");
+        } else {
+            assert_eq!(e.kind(), ErrorKind::UnsupportedFeature, "{e}");
+            assert!(e.to_string().contains("cargo feature `remote`"), "{e}");
+        }
+        assert!(e.to_string().contains("https://example.invalid/survey.vds"), "{e}");
     }
 }

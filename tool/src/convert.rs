@@ -487,10 +487,10 @@ pub fn import(args: &Args) -> Result<(), Fail> {
 /// file renamed into place), or, for an `s3://` URL, a local temporary file
 /// that [`deliver`] then uploads. Also says which.
 fn container_destination(output: &str, force: bool) -> Result<(Destination, bool), Fail> {
-    if !vds_remote::is_url(output) {
+    if !vds::remote::is_url(output) {
         return Ok((Destination::new(output, force)?, false));
     }
-    if !force && vds_remote::exists(output).map_err(at(output))? {
+    if !force && vds::remote::exists(output).map_err(at(output))? {
         return Err(Fail::Error(format!("{output}: already exists (use --force to replace it)")));
     }
     let staging = std::env::temp_dir().join(format!("vds-publish-{}.vds", std::process::id()));
@@ -510,7 +510,7 @@ fn deliver(dest: Destination, publish: bool, cloud: bool, output: &str, raw: u64
     }
     if publish {
         interrupted(left)?;
-        let sent = vds_remote::publish(dest.temp(), output).map_err(at(output))?;
+        let sent = vds::remote::publish(dest.temp(), output).map_err(at(output))?;
         drop(dest);
         return summary(output, raw, sent);
     }
@@ -713,11 +713,7 @@ pub fn stream_out(
 /// block boundaries.
 pub fn open(path: &str) -> Result<Dataset, Fail> {
     let mut options = vds::OpenOptions::new();
-    options.cache_size(4 * block_budget());
-    if vds_remote::is_url(path) {
-        return vds_remote::open_with(path, &options).map_err(at(path));
-    }
-    options.open(path).map_err(at(path))
+    options.cache_size(4 * block_budget()).open(path).map_err(at(path))
 }
 
 pub fn export(args: &Args) -> Result<(), Fail> {

@@ -186,13 +186,10 @@ fn find(candidates: &[PathBuf], name: &str) -> Option<PathBuf> {
         .or_else(|| std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file())))
 }
 
-/// nginx serving `root` on a loopback port, or None (with a message) when
-/// nginx is not installed (.ci/deps.sh installs it).
-pub fn nginx(root: &Path) -> Option<Server> {
-    let Some(bin) = find(&[PathBuf::from("/usr/sbin/nginx")], "nginx") else {
-        eprintln!("skipped: nginx is not installed (sh .ci/deps.sh installs it)");
-        return None;
-    };
+/// nginx serving `root` on a loopback port; a test without nginx fails
+/// (.ci/deps.sh installs it).
+pub fn nginx(root: &Path) -> Server {
+    let bin = find(&[PathBuf::from("/usr/sbin/nginx")], "nginx").expect("nginx is not installed: sh .ci/deps.sh installs it");
     let dir = TempDir::new("nginx");
     let port = free_port();
     let d = dir.0.display();
@@ -216,17 +213,14 @@ pub fn nginx(root: &Path) -> Option<Server> {
         .spawn()
         .unwrap();
     wait_for(port, &mut child, "nginx");
-    Some(Server { child, port, _dir: Some(dir) })
+    Server { child, port, _dir: Some(dir) }
 }
 
-/// moto's S3 server on a loopback port, or None (with a message) when moto
-/// is not installed (.ci/deps.sh installs it into target/pyenv).
-pub fn moto() -> Option<Server> {
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/pyenv/bin/moto_server");
-    let Some(bin) = find(&[venv], "moto_server") else {
-        eprintln!("skipped: moto_server is not installed (sh .ci/deps.sh installs it into target/pyenv)");
-        return None;
-    };
+/// moto's S3 server on a loopback port; a test without moto fails
+/// (.ci/deps.sh installs it into target/pyenv).
+pub fn moto() -> Server {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pyenv/bin/moto_server");
+    let bin = find(&[venv], "moto_server").expect("moto_server is not installed: sh .ci/deps.sh installs it into target/pyenv");
     let port = free_port();
     let mut child = Command::new(bin)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
@@ -236,7 +230,7 @@ pub fn moto() -> Option<Server> {
         .spawn()
         .unwrap();
     wait_for(port, &mut child, "moto_server");
-    Some(Server { child, port, _dir: None })
+    Server { child, port, _dir: None }
 }
 
 /// Creates `bucket` in the moto server on `port` with an unsigned PUT

@@ -6,6 +6,7 @@
 //! back the same, and a reader that opened the object before it was
 //! replaced is told so instead of mixing the two.
 
+#[path = "remote_common/mod.rs"]
 mod common;
 
 use common::{compare, create_bucket, every_layer, moto, noise, TempDir};
@@ -16,7 +17,7 @@ use vds::{Dataset, ErrorKind, Order, Region};
 
 #[test]
 fn every_layer_kind_reads_the_same_from_s3() {
-    let Some(server) = moto() else { return };
+    let server = moto();
     let endpoint = format!("http://127.0.0.1:{}", server.port);
     // Set before any other thread of this process starts: this file has one test.
     std::env::set_var("AWS_ENDPOINT_URL", &endpoint);
@@ -35,10 +36,10 @@ fn every_layer_kind_reads_the_same_from_s3() {
     }
 
     let local = Dataset::open(&path).unwrap();
-    let remote = vds_remote::open("s3://surveys/2026/survey.vds").unwrap();
+    let remote = vds::remote::open("s3://surveys/2026/survey.vds").unwrap();
     compare(&local, &remote);
 
-    let e = vds_remote::open("s3://surveys/2026/absent.vds").unwrap_err();
+    let e = vds::remote::open("s3://surveys/2026/absent.vds").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
     assert!(e.to_string().contains("s3://surveys/2026/absent.vds"), "{e}");
 
@@ -48,25 +49,25 @@ fn every_layer_kind_reads_the_same_from_s3() {
     let full = Region::full(&[128, 128, 128]).unwrap();
     // Beside survey.vds.data, which the container published over it next needs.
     let url = "s3://surveys/2026/big.vds";
-    assert!(!vds_remote::exists(url).unwrap());
-    let sent = vds_remote::publish_in_parts(&big, url, 5 << 20).unwrap();
+    assert!(!vds::remote::exists(url).unwrap());
+    let sent = vds::remote::publish_in_parts(&big, url, 5 << 20).unwrap();
     assert_eq!(sent, std::fs::metadata(&big).unwrap().len());
-    assert!(vds_remote::exists(url).unwrap());
-    let before = vds_remote::open(url).unwrap();
+    assert!(vds::remote::exists(url).unwrap());
+    let before = vds::remote::open(url).unwrap();
     assert!(before.read_vec::<u32>("noise", &full, Order::C).unwrap() == values);
 
     // Replaced while `stale` has it open: `stale` refuses to mix the two.
-    let stale = vds_remote::open(url).unwrap();
-    vds_remote::publish(&path, url).unwrap();
+    let stale = vds::remote::open(url).unwrap();
+    vds::remote::publish(&path, url).unwrap();
     let e = stale.read_vec::<u32>("noise", &full, Order::C).map(|v| v.len()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Io, "{e}");
     assert!(e.to_string().contains("changed since it was opened"), "{e}");
-    compare(&local, &vds_remote::open(url).unwrap_or_else(|e| panic!("{e}")));
+    compare(&local, &vds::remote::open(url).unwrap_or_else(|e| panic!("{e}")));
 
     // Only s3:// destinations, and only containers.
-    assert_eq!(vds_remote::publish(&path, "http://127.0.0.1:1/x.vds").unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(vds::remote::publish(&path, "http://127.0.0.1:1/x.vds").unwrap_err().kind(), ErrorKind::InvalidArgument);
     let not = dir.0.join("not.vds");
     std::fs::write(&not, b"hello\n").unwrap();
-    assert_eq!(vds_remote::publish(&not, "s3://surveys/not.vds").unwrap_err().kind(), ErrorKind::Corrupt);
-    assert!(!vds_remote::exists("s3://surveys/not.vds").unwrap());
+    assert_eq!(vds::remote::publish(&not, "s3://surveys/not.vds").unwrap_err().kind(), ErrorKind::Corrupt);
+    assert!(!vds::remote::exists("s3://surveys/not.vds").unwrap());
 }

@@ -6,13 +6,14 @@
 //! of an open and of a chunk read. The server is a small HTTP server on
 //! loopback (tests/common) that injects the faults.
 
+#[path = "remote_common/mod.rs"]
 mod common;
 
 use common::{noise, Fault, FaultServer, TempDir};
 use std::sync::Arc;
 use std::time::Duration;
+use vds::remote::RemoteStorage;
 use vds::{Axis, DType, Dataset, DatasetBuilder, ErrorKind, Order, Region, VariableBuilder};
-use vds_remote::RemoteStorage;
 
 /// Serves a container of 1 MiB of incompressible values in 64 chunks: too
 /// big for the bytes fetched at open, so reading it sends requests.
@@ -34,7 +35,7 @@ fn transient_faults_are_retried() {
     let (server, _dir, path) = served("transient");
     let local = read_all(&Dataset::open(&path).unwrap()).unwrap();
     let storage = Arc::new(RemoteStorage::open(&server.url("f.vds")).unwrap());
-    let ds = vds_remote::open_storage(&storage, &vds::OpenOptions::new()).unwrap();
+    let ds = vds::remote::open_storage(&storage, &vds::OpenOptions::new()).unwrap();
     let before = server.requests.load(std::sync::atomic::Ordering::SeqCst);
     server.inject(&[Fault::Status(503), Fault::Drop, Fault::Truncate, Fault::Status(500), Fault::Delay(Duration::from_millis(200))]);
     assert!(read_all(&ds).unwrap() == local, "values differ after retries");
@@ -52,7 +53,7 @@ fn assert_names_url_and_range(e: &vds::Error, url: &str) {
 #[test]
 fn lasting_5xx_is_an_io_error_naming_url_and_range() {
     let (server, _dir, _) = served("5xx");
-    let ds = vds_remote::open(&server.url("f.vds")).unwrap();
+    let ds = vds::remote::open(&server.url("f.vds")).unwrap();
     server.inject(&[Fault::Status(503); 200]);
     let e = read_all(&ds).map(|v| v.len()).unwrap_err();
     assert_names_url_and_range(&e, &server.url("f.vds"));
@@ -61,7 +62,7 @@ fn lasting_5xx_is_an_io_error_naming_url_and_range() {
 #[test]
 fn lasting_truncation_is_an_io_error_naming_url_and_range() {
     let (server, _dir, _) = served("truncated");
-    let ds = vds_remote::open(&server.url("f.vds")).unwrap();
+    let ds = vds::remote::open(&server.url("f.vds")).unwrap();
     server.inject(&[Fault::Truncate; 200]);
     let e = read_all(&ds).map(|v| v.len()).unwrap_err();
     assert_names_url_and_range(&e, &server.url("f.vds"));
@@ -71,7 +72,7 @@ fn lasting_truncation_is_an_io_error_naming_url_and_range() {
 fn a_server_stopped_mid_read_is_an_io_error_naming_url_and_range() {
     let (mut server, _dir, _) = served("stopped");
     let url = server.url("f.vds");
-    let ds = vds_remote::open(&url).unwrap();
+    let ds = vds::remote::open(&url).unwrap();
     server.stop();
     let e = read_all(&ds).map(|v| v.len()).unwrap_err();
     assert_names_url_and_range(&e, &url);
@@ -81,7 +82,7 @@ fn a_server_stopped_mid_read_is_an_io_error_naming_url_and_range() {
 fn an_object_replaced_while_open_is_reported() {
     let (server, _dir, _) = served("replaced");
     let url = server.url("f.vds");
-    let ds = vds_remote::open(&url).unwrap();
+    let ds = vds::remote::open(&url).unwrap();
     let bytes = {
         let mut b = std::fs::read(_dir.0.join("f.vds")).unwrap();
         b.push(0);
@@ -92,7 +93,7 @@ fn an_object_replaced_while_open_is_reported() {
     assert_eq!(e.kind(), ErrorKind::Io, "{e}");
     assert!(e.to_string().contains("changed since it was opened"), "{e}");
     // Reopened, it reads the new object.
-    assert!(read_all(&vds_remote::open(&url).unwrap()).is_ok());
+    assert!(read_all(&vds::remote::open(&url).unwrap()).is_ok());
 }
 
 /// A container of a million chunks (1000 x 1000 in 4 x 4 chunks of 4000 x
@@ -117,7 +118,7 @@ fn round_trips_to_open_and_to_read_one_chunk() {
     server.put("m.vds", std::fs::read(&path).unwrap());
 
     let storage = Arc::new(RemoteStorage::open(&server.url("m.vds")).unwrap());
-    let ds = vds_remote::open_storage(&storage, &vds::OpenOptions::new()).unwrap();
+    let ds = vds::remote::open_storage(&storage, &vds::OpenOptions::new()).unwrap();
     let open = storage.stats();
     eprintln!(
         "million-chunk container ({} bytes): open {} requests in {} round trips ({} bytes)",
@@ -146,7 +147,7 @@ fn a_region_read_fetches_its_chunks_together() {
     let (server, _dir, path) = served("together");
     let local = read_all(&Dataset::open(&path).unwrap()).unwrap();
     let storage = Arc::new(RemoteStorage::open(&server.url("f.vds")).unwrap());
-    let ds = vds_remote::open_storage(&storage, &vds::OpenOptions::new()).unwrap();
+    let ds = vds::remote::open_storage(&storage, &vds::OpenOptions::new()).unwrap();
     let open = storage.stats();
     assert!(read_all(&ds).unwrap() == local, "values differ");
     let read = storage.stats();
@@ -176,7 +177,7 @@ fn a_cloud_optimized_container_reads_each_chunk_in_one_round_trip() {
     server.put("c.vds", std::fs::read(&path).unwrap());
 
     let storage = Arc::new(RemoteStorage::open(&server.url("c.vds")).unwrap());
-    let ds = vds_remote::open_storage(&storage, &vds::OpenOptions::new()).unwrap();
+    let ds = vds::remote::open_storage(&storage, &vds::OpenOptions::new()).unwrap();
     let open = storage.stats();
     assert!(open.round_trips <= 2, "{open:?}");
     for (y, x) in [(200, 2500), (8, 4990), (392, 0), (104, 1250), (320, 3720), (16, 100), (56, 3000)] {
@@ -204,7 +205,7 @@ fn slow_answers_time_out_and_are_retried() {
     // The requests of a whole read on a fresh handle, without and with one slow answer.
     let requests_of_read = |faults: &[Fault]| {
         let storage = Arc::new(RemoteStorage::open_with_timeout(&server.url("f.vds"), timeout).unwrap());
-        let ds = vds_remote::open_storage(&storage, &vds::OpenOptions::new()).unwrap();
+        let ds = vds::remote::open_storage(&storage, &vds::OpenOptions::new()).unwrap();
         let before = server.requests.load(std::sync::atomic::Ordering::SeqCst);
         server.inject(faults);
         assert!(read_all(&ds).unwrap() == local, "values differ after {faults:?}");
@@ -215,8 +216,8 @@ fn slow_answers_time_out_and_are_retried() {
 
     // One chunk in the middle: one request, which every attempt finds too slow.
     let storage = Arc::new(RemoteStorage::open_with_timeout(&server.url("f.vds"), timeout).unwrap());
-    let ds = vds_remote::open_storage(&storage, &vds::OpenOptions::new()).unwrap();
-    server.inject(&[Fault::Delay(Duration::from_secs(2)); vds_remote::RETRIES + 1]);
+    let ds = vds::remote::open_storage(&storage, &vds::OpenOptions::new()).unwrap();
+    server.inject(&[Fault::Delay(Duration::from_secs(2)); vds::remote::RETRIES + 1]);
     let started = std::time::Instant::now();
     let result = ds.read_vec::<u32>("noise", &Region::new(&[16, 16, 16], &[16, 16, 16]).unwrap(), Order::C);
     let Err(e) = result else { panic!("a read whose every attempt timed out succeeded") };

@@ -4,6 +4,7 @@
 //! from the URL next to the container's. nginx runs on a loopback port,
 //! started and stopped here.
 
+#[path = "remote_common/mod.rs"]
 mod common;
 
 use common::{compare, every_layer, nginx, TempDir};
@@ -14,29 +15,29 @@ fn every_layer_kind_reads_the_same_over_http() {
     let www = TempDir::new("www");
     std::fs::create_dir(www.0.join("surveys")).unwrap();
     let path = every_layer(&www.0.join("surveys"), "every layer.vds");
-    let Some(server) = nginx(&www.0) else { return };
+    let server = nginx(&www.0);
     let local = Dataset::open(&path).unwrap();
     let url = format!("http://127.0.0.1:{}/surveys/every%20layer.vds", server.port);
-    let remote = vds_remote::open(&url).unwrap();
+    let remote = vds::remote::open(&url).unwrap();
     compare(&local, &remote);
 
     // A missing object is NotFound, naming the URL.
     let missing = format!("http://127.0.0.1:{}/surveys/none.vds", server.port);
-    let e = vds_remote::open(&missing).unwrap_err();
+    let e = vds::remote::open(&missing).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
     assert!(e.to_string().contains(&missing), "{e}");
 }
 
-/// The crate docs' example is examples/open.rs verbatim (which `cargo test` builds).
+/// The module docs' example is examples/remote_open.rs verbatim (which `cargo test` builds).
 #[test]
-fn the_crate_docs_example_is_examples_open_rs() {
+fn the_module_docs_example_is_examples_remote_open_rs() {
     let root = env!("CARGO_MANIFEST_DIR");
-    let docs: String = std::fs::read_to_string(format!("{root}/src/lib.rs"))
+    let docs: String = std::fs::read_to_string(format!("{root}/src/remote.rs"))
         .unwrap()
         .lines()
         .filter_map(|l| l.strip_prefix("//!"))
         .map(|l| format!("{}\n", l.strip_prefix(' ').unwrap_or(l)))
         .collect();
-    let example = std::fs::read_to_string(format!("{root}/examples/open.rs")).unwrap();
-    assert!(docs.contains(&format!("```no_run\n{example}```")), "copy examples/open.rs into the crate docs of src/lib.rs");
+    let example = std::fs::read_to_string(format!("{root}/examples/remote_open.rs")).unwrap();
+    assert!(docs.contains(&format!("```no_run\n{example}```")), "copy examples/remote_open.rs into the module docs of src/remote.rs");
 }

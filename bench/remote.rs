@@ -5,15 +5,15 @@
 //! inline slice (read from the tiles), one brick and the whole volume,
 //! each from a fresh open: time, requests, round trips and bytes fetched.
 //!
-//! cargo run --release -p vds-remote --example bench -- [--quick] [--latency-ms N]
+//! cargo run --release -p vds --features remote --example remote_bench -- [--quick] [--latency-ms N]
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/remote_common/mod.rs"]
 mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use vds::remote::RemoteStorage;
 use vds::{Axis, Codec, DType, Dataset, DatasetBuilder, Durability, Order, Region, VariableBuilder};
-use vds_remote::RemoteStorage;
 
 fn main() -> vds::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -70,7 +70,7 @@ fn main() -> vds::Result<()> {
     for (name, work) in rows {
         let t = Instant::now();
         let storage = Arc::new(RemoteStorage::open(&url).map_err(|e| vds::Error::io(format!("opening {url}"), e))?);
-        let ds = vds_remote::open_storage(&storage, &vds::OpenOptions::new())?;
+        let ds = vds::remote::open_storage(&storage, &vds::OpenOptions::new())?;
         work(&ds)?;
         let took = t.elapsed();
         let s = storage.stats();

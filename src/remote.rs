@@ -1,11 +1,15 @@
-//! Reading libvds containers in place, from a web server or an S3 bucket.
+//! Reading libvds containers in place, from a web server or an S3 bucket
+//! (cargo feature `remote`, off by default, so that the HTTP and S3 clients
+//! reach only the programs that ask for them).
 //!
 //! A container is one file with an index, so it can be read where it lies
 //! with HTTP range requests, as cloud-optimized GeoTIFFs are.
 //! [`open`] takes an `http://`, `https://` or `s3://` URL and returns a
-//! read-only [`vds::Dataset`]; everything else is the library's ordinary API.
+//! read-only [`Dataset`]; everything else is the library's ordinary API.
+//! In a build with this feature, [`Dataset::open`], [`OpenOptions::open`]
+//! and the C `vds_open` take such URLs too.
 //!
-//! `examples/open.rs`:
+//! `examples/remote_open.rs`:
 //!
 //! ```no_run
 //! //! Opens a container by URL and reads one time slice of it.
@@ -13,7 +17,7 @@
 //!
 //! fn main() -> vds::Result<()> {
 //!     let url = std::env::args().nth(1).unwrap_or_else(|| "s3://survey-bucket/2026/survey.vds".into());
-//!     let ds = vds_remote::open(&url)?;
+//!     let ds = vds::remote::open(&url)?;
 //!     let shape = ds.variable("amplitude")?.shape().to_vec();
 //!     let slice: Vec<f32> = ds.read_vec("amplitude", &Region::new(&[0, 0, shape[2] / 2], &[shape[0], shape[1], 1])?, Order::C)?;
 //!     println!("{url}: {} values in the middle time slice", slice.len());
@@ -61,9 +65,10 @@
 //!
 //! # Threads
 //!
-//! Requests run on a small tokio runtime owned by this crate; the API is
+//! Requests run on a small tokio runtime owned by this module; the API is
 //! blocking. Do not call it from inside another tokio runtime's async task.
 
+use crate::{Dataset, OpenOptions, Storage};
 use object_store::aws::AmazonS3Builder;
 use object_store::http::HttpBuilder;
 use object_store::path::Path as ObjectPath;
@@ -76,7 +81,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use url::Url;
-use vds::{Dataset, OpenOptions, Storage};
 
 /// Bytes fetched from the start of the object when it is opened.
 pub const HEAD_FETCH: u64 = 64 << 10;
@@ -88,7 +92,7 @@ pub const RETRIES: usize = 4;
 /// abandoned and retried (see [`RemoteStorage::open_with_timeout`]).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// Index pages read when a container opens (see
-/// [`vds::OpenOptions::index_prefetch`]): every page above the leaves of an
+/// [`OpenOptions::index_prefetch`]): every page above the leaves of an
 /// index of up to about 2.5 million chunks.
 pub const INDEX_PREFETCH: u32 = 512;
 /// Requests in flight at once for a batch of reads.
@@ -100,17 +104,14 @@ pub const MERGE_GAP: u64 = 16 << 10;
 /// out as concurrent requests (a single connection rarely fills a link).
 pub const MERGE_MAX: u64 = 8 << 20;
 
-/// Whether `path` is a URL this crate opens (`http://`, `https://`, `s3://`).
-pub fn is_url(path: &str) -> bool {
-    ["http://", "https://", "s3://"].iter().any(|p| path.len() >= p.len() && path[..p.len()].eq_ignore_ascii_case(p))
-}
+pub use crate::dataset::is_url;
 
 /// Opens the container at `url` read-only.
 ///
 /// # Errors
 /// `Io` when the object cannot be fetched (not found, refused, every retry
-/// failed), naming the URL; otherwise as [`vds::OpenOptions::open`].
-pub fn open(url: &str) -> vds::Result<Dataset> {
+/// failed), naming the URL; otherwise as [`OpenOptions::open`].
+pub fn open(url: &str) -> crate::Result<Dataset> {
     open_with(url, &OpenOptions::new())
 }
 
@@ -120,8 +121,8 @@ pub fn open(url: &str) -> vds::Result<Dataset> {
 ///
 /// # Errors
 /// As [`open`]; `ReadOnly` when `options` asks for writing.
-pub fn open_with(url: &str, options: &OpenOptions) -> vds::Result<Dataset> {
-    let storage = Arc::new(RemoteStorage::open(url).map_err(|e| vds::Error::io(format!("opening {url}"), e))?);
+pub fn open_with(url: &str, options: &OpenOptions) -> crate::Result<Dataset> {
+    let storage = Arc::new(RemoteStorage::open(url).map_err(|e| crate::Error::io(format!("opening {url}"), e))?);
     open_storage(&storage, options)
 }
 
@@ -132,7 +133,7 @@ pub fn open_with(url: &str, options: &OpenOptions) -> vds::Result<Dataset> {
 ///
 /// # Errors
 /// As [`open`].
-pub fn open_storage(storage: &Arc<RemoteStorage>, options: &OpenOptions) -> vds::Result<Dataset> {
+pub fn open_storage(storage: &Arc<RemoteStorage>, options: &OpenOptions) -> crate::Result<Dataset> {
     let base = storage.clone();
     let mut options = options.clone();
     options.write(false).index_prefetch(INDEX_PREFETCH);
@@ -291,7 +292,7 @@ impl RemoteStorage {
     /// its first [`HEAD_FETCH`] and last [`TAIL_FETCH`] bytes, concurrently.
     ///
     /// # Errors
-    /// `InvalidInput` for a URL this crate cannot open; `NotFound`,
+    /// `InvalidInput` for a URL this module cannot open; `NotFound`,
     /// `PermissionDenied` or another I/O error naming the URL when the
     /// object cannot be fetched.
     pub fn open(url: &str) -> io::Result<RemoteStorage> {
@@ -518,20 +519,20 @@ pub const PUBLISH_PART: u64 = 16 << 20;
 /// Whether the object at `url` exists.
 ///
 /// # Errors
-/// `InvalidArgument` for a URL this crate cannot open; `Io` when the store
+/// `InvalidArgument` for a URL this module cannot open; `Io` when the store
 /// does not answer.
-pub fn exists(url: &str) -> vds::Result<bool> {
+pub fn exists(url: &str) -> crate::Result<bool> {
     let parsed = parse(url)?;
-    let (store, path) = store_for(&parsed, REQUEST_TIMEOUT).map_err(|e| vds::Error::io(format!("checking {url}"), e))?;
-    match runtime().map_err(|e| vds::Error::io("starting the network runtime", e))?.block_on(store.head(&path)) {
+    let (store, path) = store_for(&parsed, REQUEST_TIMEOUT).map_err(|e| crate::Error::io(format!("checking {url}"), e))?;
+    match runtime().map_err(|e| crate::Error::io("starting the network runtime", e))?.block_on(store.head(&path)) {
         Ok(_) => Ok(true),
         Err(object_store::Error::NotFound { .. }) => Ok(false),
-        Err(e) => Err(vds::Error::io(format!("checking {url}"), io::Error::other(e.to_string()))),
+        Err(e) => Err(crate::Error::io(format!("checking {url}"), io::Error::other(e.to_string()))),
     }
 }
 
-fn parse(url: &str) -> vds::Result<Url> {
-    Url::parse(url).map_err(|e| vds::Error::new(vds::ErrorKind::InvalidArgument, format!("{url}: {e}")))
+fn parse(url: &str) -> crate::Result<Url> {
+    Url::parse(url).map_err(|e| crate::Error::new(crate::ErrorKind::InvalidArgument, format!("{url}: {e}")))
 }
 
 /// Uploads the container at `path` to `url` (an `s3://` URL), replacing
@@ -544,32 +545,32 @@ fn parse(url: &str) -> vds::Result<Url> {
 /// are not uploaded (`vds copy` folds them into the copy it publishes).
 ///
 /// # Errors
-/// `InvalidArgument` for a URL that is not `s3://`; as [`vds::Dataset::open`]
+/// `InvalidArgument` for a URL that is not `s3://`; as [`Dataset::open`]
 /// for `path`; `Io` naming the URL when the upload fails (a failed
 /// multipart upload is aborted).
-pub fn publish(path: &std::path::Path, url: &str) -> vds::Result<u64> {
+pub fn publish(path: &std::path::Path, url: &str) -> crate::Result<u64> {
     publish_in_parts(path, url, PUBLISH_PART)
 }
 
 /// [`publish`] with parts of `part` bytes (for tests of multipart uploads).
 #[doc(hidden)]
-pub fn publish_in_parts(path: &std::path::Path, url: &str, part: u64) -> vds::Result<u64> {
+pub fn publish_in_parts(path: &std::path::Path, url: &str, part: u64) -> crate::Result<u64> {
     let parsed = parse(url)?;
     if parsed.scheme() != "s3" {
-        return Err(vds::Error::new(vds::ErrorKind::InvalidArgument, format!("{url}: containers are published to s3:// URLs only")));
+        return Err(crate::Error::new(crate::ErrorKind::InvalidArgument, format!("{url}: containers are published to s3:// URLs only")));
     }
     Dataset::open(path)?;
     let shown = path.display();
-    let (store, key) = store_for(&parsed, REQUEST_TIMEOUT).map_err(|e| vds::Error::io(format!("publishing to {url}"), e))?;
-    let mut file = std::fs::File::open(path).map_err(|e| vds::Error::io(format!("reading {shown}"), e))?;
-    let len = file.metadata().map_err(|e| vds::Error::io(format!("reading {shown}"), e))?.len();
-    let failed = |e: object_store::Error| vds::Error::io(format!("publishing {shown} to {url}"), io::Error::other(e.to_string()));
+    let (store, key) = store_for(&parsed, REQUEST_TIMEOUT).map_err(|e| crate::Error::io(format!("publishing to {url}"), e))?;
+    let mut file = std::fs::File::open(path).map_err(|e| crate::Error::io(format!("reading {shown}"), e))?;
+    let len = file.metadata().map_err(|e| crate::Error::io(format!("reading {shown}"), e))?.len();
+    let failed = |e: object_store::Error| crate::Error::io(format!("publishing {shown} to {url}"), io::Error::other(e.to_string()));
     let part = usize::try_from(part.max(1)).unwrap_or(usize::MAX);
-    runtime().map_err(|e| vds::Error::io("starting the network runtime", e))?.block_on(async {
+    runtime().map_err(|e| crate::Error::io("starting the network runtime", e))?.block_on(async {
         use std::io::Read;
         if len <= part as u64 {
             let mut bytes = Vec::with_capacity(len as usize);
-            file.read_to_end(&mut bytes).map_err(|e| vds::Error::io(format!("reading {shown}"), e))?;
+            file.read_to_end(&mut bytes).map_err(|e| crate::Error::io(format!("reading {shown}"), e))?;
             store.put(&key, PutPayload::from(bytes)).await.map_err(failed)?;
             return Ok(len);
         }
@@ -580,7 +581,7 @@ pub fn publish_in_parts(path: &std::path::Path, url: &str, part: u64) -> vds::Re
             let n = (len - sent).min(part as u64) as usize;
             if let Err(e) = file.read_exact(&mut buf[..n]) {
                 let _ = upload.abort().await;
-                return Err(vds::Error::io(format!("reading {shown}"), e));
+                return Err(crate::Error::io(format!("reading {shown}"), e));
             }
             if let Err(e) = upload.wait_for_capacity(4).await {
                 let _ = upload.abort().await;
