@@ -1257,6 +1257,9 @@ vds_status vds_builder_add_partitioning(struct vds_builder *b,
  * per axis, each 1 to the chunk's), each encoded on its own (format 1.5):
  * a read that covers part of a chunk then reads and decodes only the
  * blocks it overlaps. `ndim` 0 (`block` may be NULL) stores whole chunks.
+ * Without this call, a variable compressed with deflate or zstd whose
+ * chunks hold 1 MiB or more gets the library's default blocks (at most
+ * 128 KiB each: 32 x 32 x 32 in a 64^3 float32 brick; SPEC.md 3.1).
  *
  * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
  * `VDS_ERR_NOT_FOUND`, `VDS_ERR_INVALID_ARGUMENT` (`ndim` above 8). The

@@ -39,7 +39,7 @@ mod slots;
 mod write;
 mod writeback;
 pub use builder::{DatasetBuilder, VariableBuilder};
-pub use chunking::{default_chunk_shape, DEFAULT_CHUNK_BYTES};
+pub use chunking::{default_block_shape, default_chunk_shape, DEFAULT_BLOCKS_MIN_CHUNK, DEFAULT_BLOCK_BYTES, DEFAULT_CHUNK_BYTES};
 pub use fragments::MergeReport;
 pub use layout::{Layout, COMPACT_LIMIT};
 pub use locking::FILE_LOCKING_ENV;

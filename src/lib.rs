@@ -76,8 +76,9 @@ mod wire;
 
 pub use array::{Element, Order, Region, RegionPieces};
 pub use dataset::{
-    default_chunk_shape, is_url, CompactReport, Dataset, DatasetBuilder, Durability, Layout, MergeReport, OpenOptions, Recovery,
-    SlotOpener, SlotPolicy, Space, Stats, VarRef, VariableBuilder, VerifyReport, COMPACT_LIMIT, DEFAULT_CHUNK_BYTES, FILE_LOCKING_ENV,
+    default_block_shape, default_chunk_shape, is_url, CompactReport, Dataset, DatasetBuilder, Durability, Layout, MergeReport, OpenOptions,
+    Recovery, SlotOpener, SlotPolicy, Space, Stats, VarRef, VariableBuilder, VerifyReport, COMPACT_LIMIT, DEFAULT_BLOCKS_MIN_CHUNK,
+    DEFAULT_BLOCK_BYTES, DEFAULT_CHUNK_BYTES, FILE_LOCKING_ENV,
 };
 pub use error::{Error, ErrorKind, Location, Result};
 /// The JSON library of attribute values, re-exported so that callers use the same version.

@@ -235,3 +235,56 @@ fn bad_block_shapes_are_refused_with_the_reason() {
         .unwrap_err();
     assert!(e.to_string().contains("more than 65536"), "{e}");
 }
+
+/// Without a block shape from its builder, a deflate or zstd variable whose
+/// chunks hold 1 MiB or more is made of blocks of at most 128 KiB (SPEC.md
+/// 3.1), lists the feature, and reads back what was written; smaller
+/// chunks, other codecs, bool, margins and `blocks(None)` keep whole chunks.
+#[test]
+fn compressed_chunks_of_a_mebibyte_get_the_default_blocks() {
+    let dir = Scratch::new("default-blocks");
+    let data = reference();
+    let cases: [(&str, VariableBuilder, Option<&[u64]>); 7] = [
+        ("deflate 64^3", amplitude().chunk(&[64, 64, 64]).codec(Codec::deflate(1)).clone(), Some(&[32, 32, 32])),
+        ("zstd 64^3", amplitude().chunk(&[64, 64, 64]).codec(Codec::zstd(1)).clone(), Some(&[32, 32, 32])),
+        ("zstd, one chunk of 756 KiB", amplitude().chunk(&SHAPE).codec(Codec::zstd(1)).clone(), None),
+        ("uncompressed 64^3", amplitude().chunk(&[64, 64, 64]).clone(), None),
+        ("deflate 64^3, whole chunks asked for", amplitude().chunk(&[64, 64, 64]).codec(Codec::deflate(1)).blocks(None).clone(), None),
+        ("deflate 64^3 with a margin", amplitude().chunk(&[64, 64, 64]).codec(Codec::deflate(1)).margin(1, 1).clone(), None),
+        (
+            "deflate 64^3 quantized to uint8 (256 KiB stored)",
+            amplitude().chunk(&[64, 64, 64]).codec(Codec::deflate(1)).quantization(DType::UInt8, -3000.0, 3000.0).clone(),
+            None,
+        ),
+    ];
+    for (i, (what, var, want)) in cases.into_iter().enumerate() {
+        let path = dir.path(&format!("d{i}.vds"));
+        let mut ds = create_with(&path, &var);
+        ds.write("amplitude", &Region::full(&SHAPE).unwrap(), Order::C, &data).unwrap();
+        ds.close().unwrap();
+        let ds = Dataset::open(&path).unwrap();
+        assert_eq!(ds.variables()[0].block_shape(), want, "{what}");
+        let desc: vds::serde_json::Value = vds::serde_json::from_str(&ds.descriptor_json()).unwrap();
+        let incompat = desc["features"]["incompat"].clone();
+        assert_eq!(incompat.as_array().unwrap().iter().any(|f| f == "blocks"), want.is_some(), "{what}: {incompat}");
+        let got: Vec<f32> = ds.read_vec("amplitude", &Region::full(&SHAPE).unwrap(), Order::C).unwrap();
+        if var_is_exact(what) {
+            assert!(got == data, "{what}");
+        }
+        assert!(ds.verify_full().unwrap().is_ok(), "{what}");
+    }
+    // A bool variable of 1 MiB chunks with deflate stays whole.
+    let path = dir.path("bool.vds");
+    let ds = DatasetBuilder::new()
+        .axis(Axis::new("x", 1024))
+        .axis(Axis::new("y", 1024))
+        .variable(VariableBuilder::new("b", DType::Bool, &["x", "y"]).chunk(&[1024, 1024]).codec(Codec::deflate(1)))
+        .create(&path)
+        .unwrap();
+    assert_eq!(ds.variables()[0].block_shape(), None);
+}
+
+/// Quantized values come back within the quantization step, not exactly.
+fn var_is_exact(what: &str) -> bool {
+    !what.contains("quantized")
+}

@@ -158,7 +158,7 @@ fn zstd_chunks_compressed_beyond_deflates_ratio_read_back() {
     let mut ds = DatasetBuilder::new()
         .axis(Axis::new("x", 256))
         .axis(Axis::new("y", 1024))
-        .variable(VariableBuilder::new("v", DType::Float32, &["x", "y"]).chunk(&[256, 1024]).codec(Codec::zstd(19)))
+        .variable(VariableBuilder::new("v", DType::Float32, &["x", "y"]).chunk(&[256, 1024]).codec(Codec::zstd(19)).blocks(None))
         .create(&path)
         .unwrap();
     let mut data = vec![0f32; 256 * 1024];

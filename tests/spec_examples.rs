@@ -34,6 +34,8 @@ fn the_example_descriptor_and_its_first_commit_slot_are_what_the_library_writes(
                 .chunk(&[64, 64, 64])
                 .fill(f32::NAN)
                 .codec(Codec::deflate(6))
+                // SPEC.md 3.6 shows a variable of whole chunks (a 1.0-style file).
+                .blocks(None)
                 .attribute("scale", 0.5),
         )
         .variable(VariableBuilder::new("mask", DType::Bool, &["inline", "crossline"]).chunk(&[128, 128]).fill(false))

@@ -189,7 +189,10 @@ fn variable(py: Python<'_>, v: &VariableSpec) -> PyResult<VariableBuilder> {
         b.margin(neg, pos);
     }
     b.missing_mask(v.mask);
-    b.blocks(v.blocks.as_deref());
+    // Absent: the library's default blocks; empty: whole chunks.
+    if let Some(shape) = &v.blocks {
+        b.blocks((!shape.is_empty()).then_some(shape.as_slice()));
+    }
     Ok(b)
 }
 

@@ -409,3 +409,21 @@ def test_bounded_codec_relative_and_misuse(tmp_path):
                 {"dtype": "float32", "dims": ["x"], "codec": {"id": "zstd", "tolerance": 0.1}}]:
         with pytest.raises(vds.InvalidArgumentError):
             vds.create(tmp_path / "bad.vds", axes=[("x", 4)], variables={"v": bad}, overwrite=True)
+
+
+def test_default_blocks_in_large_compressed_chunks(tmp_path, rng):
+    """A deflate or zstd variable whose chunks hold 1 MiB or more is made of
+    blocks of at most 128 KiB unless ``blocks=False``; smaller chunks stay whole."""
+    ref = rng.standard_normal((64, 64, 64)).astype(np.float32)
+    for name, var, want in [
+        ("d.vds", {"dtype": "float32", "dims": ["x", "y", "z"], "chunks": [64, 64, 64], "codec": "zstd"}, (32, 32, 32)),
+        ("w.vds", {"dtype": "float32", "dims": ["x", "y", "z"], "chunks": [64, 64, 64], "codec": "zstd", "blocks": False}, None),
+        ("s.vds", {"dtype": "float32", "dims": ["x", "y", "z"], "chunks": [32, 64, 64], "codec": "zstd"}, None),
+        ("n.vds", {"dtype": "float32", "dims": ["x", "y", "z"], "chunks": [64, 64, 64]}, None),
+    ]:
+        with vds.create(tmp_path / name, axes=[("x", 64), ("y", 64), ("z", 64)], variables={"amp": var}) as ds:
+            ds["amp"][...] = ref
+        with vds.open(tmp_path / name) as ds:
+            assert ds["amp"].blocks == want, name
+            np.testing.assert_array_equal(ds["amp"][...], ref)
+            np.testing.assert_array_equal(ds["amp"][5, 7, :], ref[5, 7, :])

@@ -224,7 +224,8 @@ def _variable_spec(name, v):
         "quantization": q,
         "margin": None if margin is None else ([margin, margin] if isinstance(margin, int) else list(margin)),
         "mask": bool(v.get("mask", False)),
-        "blocks": None if v.get("blocks") is None else [int(b) for b in v["blocks"]],
+        "blocks": (None if v.get("blocks") is None
+                   else [] if v["blocks"] is False else [int(b) for b in v["blocks"]]),
     }
 
 
@@ -253,8 +254,11 @@ def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping
     ``quantization`` (``(storage dtype, min, max)``), ``margin``, ``mask``
     (keep a missing-value mask) and ``blocks`` (a block shape inside each
     chunk: each block is encoded on its own, so that reading a trace or a
-    small box decodes only the blocks it touches). A sequence of dicts each
-    with a ``name`` works too.
+    small box decodes only the blocks it touches; ``False`` stores whole
+    chunks, and without it a deflate or zstd variable whose chunks hold
+    1 MiB or more gets blocks of at most 128 KiB, such as 32x32x32 in a
+    64x64x64 float32 chunk).
+    A sequence of dicts each with a ``name`` works too.
 
     ``attrs``: the dataset's attributes (JSON values). ``overwrite`` replaces
     an existing file (else :class:`AlreadyExistsError`); ``slots`` names

@@ -1,11 +1,12 @@
 //! Describing a new container: the variable and dataset builders, the
 //! descriptor they make, and creating the file.
 
-use super::{chunking, locking, slots, Dataset, Durability, Layout, DEFAULT_MEMORY_LIMIT};
+use super::chunking::{self, default_block_shape};
+use super::{locking, slots, Dataset, Durability, Layout, DEFAULT_MEMORY_LIMIT};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::spec::{
-    features_used_by, Axis, AxisJson, Codec, CodecJson, DType, DescriptorJson, LodJson, LodMethod, PartitioningJson, QuantJson, Scalar,
-    SlotJson, VariableJson, FORMAT_MAJOR, FORMAT_MINOR,
+    features_used_by, Axis, AxisJson, Codec, CodecJson, Compression, DType, DescriptorJson, LodJson, LodMethod, PartitioningJson,
+    QuantJson, Scalar, SlotJson, VariableJson, FORMAT_MAJOR, FORMAT_MINOR,
 };
 use crate::storage::{open_regular, FileStorage, Storage};
 use serde_json::{Map, Value};
@@ -26,7 +27,8 @@ pub struct VariableBuilder {
     attributes: Map<String, Value>,
     lod: Option<(u8, Vec<String>, LodMethod)>,
     partitionings: Vec<Vec<u64>>,
-    blocks: Option<Vec<u64>>,
+    /// `None`: the default ([`default_block_shape`]); `Some(None)`: whole chunks.
+    blocks: Option<Option<Vec<u64>>>,
     fill_set: bool,
     no_value: Option<Scalar>,
     quantization: Option<(DType, f64, f64)>,
@@ -161,9 +163,29 @@ impl VariableBuilder {
     /// so a trace or a small box through large bricks costs a few blocks
     /// instead of a whole brick. Each axis takes 1 to its chunk extent;
     /// not for bool variables or with margins. `None` stores whole chunks.
+    ///
+    /// Without a call, a variable whose codec is deflate or zstd gets
+    /// [`default_block_shape`] of its chunk shape (blocks of at most
+    /// 128 KiB inside chunks of 1 MiB or more; none in smaller chunks), unless
+    /// it is bool or has margins; other variables store whole chunks.
     pub fn blocks(&mut self, shape: Option<&[u64]>) -> &mut VariableBuilder {
-        self.blocks = shape.map(<[u64]>::to_vec);
+        self.blocks = Some(shape.map(<[u64]>::to_vec));
         self
+    }
+
+    /// The block shape the variable is created with: the one asked for, or
+    /// the default (see [`VariableBuilder::blocks`]).
+    fn block_shape(&self, chunk: &[u64]) -> Option<Vec<u64>> {
+        match &self.blocks {
+            Some(asked) => asked.clone(),
+            None => {
+                let compressed = matches!(self.codec.compression, Compression::Deflate { .. } | Compression::Zstd { .. });
+                let stored = self.quantization.map_or(self.dtype, |q| q.0);
+                (compressed && self.dtype != DType::Bool && self.margin == [0, 0])
+                    .then(|| default_block_shape(chunk, stored.size()))
+                    .flatten()
+            }
+        }
     }
 
     fn to_json(&self, axes: &[Axis]) -> Result<VariableJson> {
@@ -180,6 +202,7 @@ impl VariableBuilder {
         };
         // Checked here so that the error is an invalid argument, not a corrupt descriptor.
         fill.to_element(self.dtype).map_err(|e| invalid(format!("variable {:?}: fill value: {e}", self.name)))?;
+        let blocks = self.block_shape(&chunk);
         Ok(VariableJson {
             name: self.name.clone(),
             unit: self.unit.clone(),
@@ -204,7 +227,7 @@ impl VariableBuilder {
             }),
             mask: self.mask,
             margin: (self.margin != [0, 0]).then_some(self.margin),
-            blocks: self.blocks.clone(),
+            blocks,
             extra: Map::new(),
         })
     }

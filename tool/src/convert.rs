@@ -74,7 +74,9 @@ Options:
   --blocks N,N,...      make each chunk of blocks of this shape, each encoded
                         on its own, so that reads of traces and small boxes
                         decode only the blocks they touch; VAR=... for one
-                        variable; repeatable
+                        variable; repeatable; `none` for whole chunks
+                        (default: blocks of at most 128 KiB in deflate or
+                        zstd chunks of 1 MiB or more)
   -f, --force           replace OUTPUT if it exists
   -q, --quiet           no progress bar
 
@@ -172,8 +174,9 @@ Options:
   --partitioning N,N,...  replace the further partitionings (2-D tiles such
                         as 1,256,256); VAR=... for one variable; repeatable
   --blocks N,N,...      new block shape inside each chunk (kept from SRC when
-                        neither this nor --chunk is given); VAR=... for one
-                        variable; repeatable
+                        neither this nor --chunk is given, else the default
+                        of import); VAR=... for one variable; repeatable;
+                        `none` for whole chunks
   --cloud               write the cloud-optimized arrangement: every index
                         page right after the head, so that a reader over
                         HTTP or S3 fetches the whole index in one request
@@ -290,6 +293,11 @@ fn shape_option(args: &Args, name: &str) -> Result<Vec<ShapeFor>, Fail> {
             Some((v, s)) => (Some(v.to_string()), s),
             None => (None, c),
         };
+        // `--blocks none`: whole chunks (an empty shape, which fits any variable).
+        if name == "blocks" && shape == "none" {
+            out.push((var, Vec::new()));
+            continue;
+        }
         let shape = u64_list(shape).map_err(|e| args.usage(format!("--{name} {c:?}: {e}")))?;
         if shape.contains(&0) {
             return Err(args.usage(format!("--{name} {c:?}: a chunk extent must be at least 1")));
@@ -303,7 +311,7 @@ fn shape_option(args: &Args, name: &str) -> Result<Vec<ShapeFor>, Fail> {
 /// naming it, else the last for that many dimensions.
 fn shape_for<'a>(shapes: &'a [ShapeFor], name: &str, ndim: usize) -> Option<&'a [u64]> {
     let named = shapes.iter().find(|(v, _)| v.as_deref() == Some(name));
-    named.or_else(|| shapes.iter().rev().find(|(v, s)| v.is_none() && s.len() == ndim)).map(|(_, s)| s.as_slice())
+    named.or_else(|| shapes.iter().rev().find(|(v, s)| v.is_none() && (s.len() == ndim || s.is_empty()))).map(|(_, s)| s.as_slice())
 }
 
 impl Layout {
@@ -375,10 +383,11 @@ impl Layout {
         for p in parts {
             vb.partitioning(&p);
         }
-        // A source's blocks are kept only with its chunk shape.
-        let kept = keep.filter(|_| self.chunk(&name, ndim).is_none()).and_then(|(v, _)| v.block_shape());
-        if let Some(b) = shape_for(&self.blocks, &name, ndim).or(kept) {
-            vb.blocks(Some(b));
+        // A source's blocks (or whole chunks) are kept only with its chunk
+        // shape; otherwise the library's default applies unless --blocks says.
+        let kept = keep.filter(|_| self.chunk(&name, ndim).is_none()).map(|(v, _)| v.block_shape());
+        if let Some(b) = shape_for(&self.blocks, &name, ndim).map(|b| (!b.is_empty()).then_some(b)).or(kept) {
+            vb.blocks(b);
         }
     }
 
@@ -388,12 +397,12 @@ impl Layout {
             match v {
                 Some(v) => match vars.iter().find(|(n, _)| n == v) {
                     None => return Err(Fail::Usage(format!("vds: --chunk names variable {v:?}, which does not exist"))),
-                    Some((_, n)) if *n != s.len() => {
+                    Some((_, n)) if *n != s.len() && !s.is_empty() => {
                         return Err(Fail::Usage(format!("vds: --chunk for {v:?} has {} extents, the variable {n} dimensions", s.len())))
                     }
                     _ => {}
                 },
-                None if !vars.iter().any(|(_, n)| *n == s.len()) => {
+                None if !s.is_empty() && !vars.iter().any(|(_, n)| *n == s.len()) => {
                     return Err(Fail::Usage(format!("vds: --chunk {s:?} matches no variable's number of dimensions")));
                 }
                 None => {}

@@ -818,3 +818,37 @@ fn copy_cloud_puts_the_index_first() {
     assert!(text.contains("(cloud-optimized: all right after the head)"), "{text}");
     assert!(!ok(&dir, &["info", "plain.vds"]).contains("cloud-optimized"));
 }
+
+/// Copy with a new chunk shape gives deflate chunks of 1 MiB or more the
+/// library's default blocks unless `--blocks none`; without one it keeps a
+/// source's whole chunks.
+#[test]
+fn copy_uses_the_default_blocks_and_blocks_none_keeps_whole_chunks() {
+    let dir = scratch("default-blocks");
+    let shape = [64u64, 64, 64];
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("inline", shape[0]))
+        .axis(Axis::new("crossline", shape[1]))
+        .axis(Axis::new("time", shape[2]))
+        .variable(VariableBuilder::new("amp", DType::Float32, &["inline", "crossline", "time"]).chunk(&[16, 64, 64]))
+        .create(dir.join("src.vds"))
+        .unwrap();
+    let data: Vec<f32> = (0..shape.iter().product::<u64>()).map(|i| ((i % 977) as f32 * 0.21).cos()).collect();
+    ds.write("amp", &Region::full(&shape).unwrap(), Order::C, &data).unwrap();
+    ds.close().unwrap();
+    let blocks_of = |name: &str| Dataset::open(dir.join(name)).unwrap().variables()[0].block_shape().map(<[u64]>::to_vec);
+    let read =
+        |name: &str| Dataset::open(dir.join(name)).unwrap().read_vec::<f32>("amp", &Region::full(&shape).unwrap(), Order::C).unwrap();
+    ok(&dir, &["copy", "src.vds", "default.vds", "--chunk", "64,64,64", "--codec", "deflate:1"]);
+    assert_eq!(blocks_of("default.vds"), Some(vec![32, 32, 32]));
+    assert!(read("default.vds") == data);
+    let text = ok(&dir, &["info", "default.vds"]);
+    assert!(text.contains("blocks 32x32x32 inside each chunk"), "{text}");
+    ok(&dir, &["copy", "src.vds", "whole.vds", "--chunk", "64,64,64", "--codec", "deflate:1", "--blocks", "none"]);
+    assert_eq!(blocks_of("whole.vds"), None);
+    ok(&dir, &["copy", "whole.vds", "whole2.vds"]);
+    assert_eq!(blocks_of("whole2.vds"), None);
+    ok(&dir, &["copy", "default.vds", "none.vds", "--blocks", "amp=none"]);
+    assert_eq!(blocks_of("none.vds"), None);
+    assert!(read("none.vds") == data);
+}
