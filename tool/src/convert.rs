@@ -3,7 +3,7 @@
 
 use crate::args::{u64_list, Args, Spec};
 use crate::util::{
-    at, buffer, bytes_of, catch_interrupts, interrupted, open_input, runs, size, to_native, Blocks, Destination, Fail, Progress,
+    at, buffer, bytes_of, catch_interrupts, interrupted, open_input, runs, size, to_native, value_f64, Blocks, Destination, Fail, Progress,
 };
 use crate::{ds, npy};
 use std::fs::File;
@@ -60,11 +60,16 @@ Options:
   --2d                  SEG-Y: one 2-D line, whatever the inline numbers
   --chunk N,N,...       chunk shape (for variables of that many dimensions);
                         VAR=N,N,... for one variable; repeatable
-  --codec none|deflate[:LEVEL]|zstd[:LEVEL]|bounded:TOL
+  --codec none|deflate[:LEVEL]|zstd[:LEVEL]|bounded:TOL|bounded:P%
                                 compression (default deflate:1; zstd: level 1 by
                                 default); bounded: lossy, every float value
                                 within TOL of the input, NaNs, infinities and
-                                fill values exact (other types: zstd)
+                                fill values exact (other types: zstd);
+                                bounded:P%: TOL is P percent (0 < P <= 100) of
+                                each float variable's value range (its largest
+                                finite value minus its smallest), which the
+                                input is read once more to find; `vds info`
+                                shows the TOL it came to
   --no-shuffle          no byte shuffle before compressing
   --lods N              keep N levels of detail (each halves every axis)
   --lod-method M        average (default; not for bool) or nearest
@@ -83,6 +88,7 @@ Options:
 Example:
   vds import survey.npy survey.vds --axes inline,crossline,time --chunk 64,64,64
   vds import survey.sgy survey.vds
+  vds import survey.sgy survey.vds --codec bounded:0.1%
 ",
     values: &[
         "format",
@@ -164,10 +170,14 @@ a mix.
 Options:
   --chunk N,N,...       new chunk shape (for variables of that many dimensions);
                         VAR=N,N,... for one variable; repeatable
-  --codec none|deflate[:LEVEL]|zstd[:LEVEL]|bounded:TOL
+  --codec none|deflate[:LEVEL]|zstd[:LEVEL]|bounded:TOL|bounded:P%
                                 new compression for every variable; bounded:
                                 lossy, every float value within TOL of the
-                                source (other types: zstd)
+                                source (other types: zstd); bounded:P%: TOL is
+                                P percent (0 < P <= 100) of each float
+                                variable's value range (its largest finite
+                                value minus its smallest), which SRC is read
+                                once more to find
   --no-shuffle          with --codec deflate or zstd: no byte shuffle
   --lods N              levels of detail for every variable (each halves every axis)
   --lod-method M        average (default; not for bool) or nearest
@@ -251,29 +261,86 @@ fn format_of(args: &Args, path: &str) -> Result<&'static str, Fail> {
     }
 }
 
-/// Parses `none`, `deflate[:LEVEL]`, `zstd[:LEVEL]` or `bounded:TOL`.
-fn parse_codec(s: &str) -> Result<Codec, String> {
+/// What `--codec` asks for.
+#[derive(Clone, Copy)]
+enum Asked {
+    /// This codec.
+    Codec(Codec),
+    /// The bounded codec with a tolerance of this many percent of each
+    /// float variable's value range.
+    Percent(f64),
+}
+
+/// Parses `none`, `deflate[:LEVEL]`, `zstd[:LEVEL]`, `bounded:TOL` or `bounded:P%`.
+fn parse_codec(s: &str) -> Result<Asked, String> {
     let level = |l: &str, range: std::ops::RangeInclusive<u8>| match l.parse::<u8>() {
         Ok(l) if range.contains(&l) => Ok(l),
         _ => Err(format!("level {l:?} is not {} to {}", range.start(), range.end())),
     };
-    match s.split_once(':') {
-        None if s == "none" => Ok(Codec::NONE),
-        None if s == "deflate" => Ok(Codec::deflate(1)),
-        None if s == "zstd" => Ok(Codec::zstd(1)),
-        Some(("deflate", l)) => Ok(Codec::deflate(level(l, Compression::DEFLATE_LEVELS)?)),
-        Some(("zstd", l)) => Ok(Codec::zstd(level(l, Compression::ZSTD_LEVELS)?)),
-        Some(("bounded", t)) => match t.parse::<f64>() {
-            Ok(t) if t > 0.0 && t <= 1e300 => Ok(Codec::bounded(t)),
-            _ => Err(format!("tolerance {t:?} is not a number in (0, 1e300]")),
+    let codec = match s.split_once(':') {
+        None if s == "none" => Codec::NONE,
+        None if s == "deflate" => Codec::deflate(1),
+        None if s == "zstd" => Codec::zstd(1),
+        Some(("deflate", l)) => Codec::deflate(level(l, Compression::DEFLATE_LEVELS)?),
+        Some(("zstd", l)) => Codec::zstd(level(l, Compression::ZSTD_LEVELS)?),
+        Some(("bounded", t)) => match t.strip_suffix('%') {
+            Some(p) => {
+                return match p.parse::<f64>() {
+                    Ok(p) if p > 0.0 && p <= 100.0 => Ok(Asked::Percent(p)),
+                    _ => Err(format!("relative tolerance {t:?} is not a percentage in (0, 100]")),
+                }
+            }
+            None => match t.parse::<f64>() {
+                Ok(t) if t > 0.0 && t <= 1e300 => Codec::bounded(t),
+                _ => return Err(format!("tolerance {t:?} is not a number in (0, 1e300]")),
+            },
         },
-        _ => Err("expected none, deflate[:LEVEL], zstd[:LEVEL] or bounded:TOL".into()),
+        _ => return Err("expected none, deflate[:LEVEL], zstd[:LEVEL], bounded:TOL or bounded:P%".into()),
+    };
+    Ok(Asked::Codec(codec))
+}
+
+/// `codec` for a variable that must be stored exactly: a bounded codec
+/// becomes zstd at its level.
+fn lossless(codec: Codec) -> Codec {
+    match codec.compression {
+        Compression::Bounded { level, .. } => Codec::zstd(level),
+        _ => codec,
     }
+}
+
+/// The smallest and largest finite values of a variable (none when it has
+/// no finite value): what `--codec bounded:P%` takes P percent of.
+#[derive(Clone, Copy, Default)]
+pub struct ValueRange(Option<(f64, f64)>);
+
+impl ValueRange {
+    /// Takes in one value; NaNs and infinities do not count.
+    pub fn add_value(&mut self, x: f64) {
+        if x.is_finite() {
+            self.0 = Some(self.0.map_or((x, x), |(lo, hi)| (lo.min(x), hi.max(x))));
+        }
+    }
+
+    /// Takes in `bytes`, values of `dtype` in native byte order, but not
+    /// those that `missing` (one per value) marks as missing.
+    pub fn add(&mut self, dtype: DType, bytes: &[u8], missing: Option<&[bool]>) {
+        for (i, e) in bytes.chunks_exact(dtype.size()).enumerate() {
+            if !missing.is_some_and(|m| m[i]) {
+                self.add_value(value_f64(dtype, e));
+            }
+        }
+    }
+}
+
+/// Whether the bounded codec takes variables of `dtype`.
+fn is_float(dtype: DType) -> bool {
+    matches!(dtype, DType::Float32 | DType::Float64)
 }
 
 /// The codec and chunk options of import and copy.
 pub struct Layout {
-    pub codec: Option<Codec>,
+    codec: Option<Asked>,
     chunks: Vec<ShapeFor>,
     /// Further partitionings, as `chunks`.
     partitionings: Vec<ShapeFor>,
@@ -318,7 +385,12 @@ impl Layout {
     fn from(args: &Args) -> Result<Layout, Fail> {
         let mut codec = args.parsed("codec", parse_codec)?;
         if args.flag("no-shuffle") {
-            codec = Some(codec.unwrap_or(Codec::deflate(1)).with_shuffle(false));
+            codec = match codec {
+                None => Some(Asked::Codec(Codec::deflate(1).with_shuffle(false))),
+                Some(Asked::Codec(c)) => Some(Asked::Codec(c.with_shuffle(false))),
+                // The bounded codec never shuffles.
+                relative => relative,
+            };
         }
         let chunks = shape_option(args, "chunk")?;
         let partitionings = shape_option(args, "partitioning")?;
@@ -334,13 +406,40 @@ impl Layout {
         Ok(Layout { codec, chunks, partitionings, blocks, lods: lods.map(|n| (n, method)) })
     }
 
-    /// The codec asked for a variable of type `dtype`, if any: a bounded
-    /// codec is for float32 and float64 only, and other types get zstd at
-    /// its level, lossless.
-    pub fn codec_for(&self, dtype: DType) -> Option<Codec> {
-        match self.codec?.compression {
-            Compression::Bounded { level, .. } if !matches!(dtype, DType::Float32 | DType::Float64) => Some(Codec::zstd(level)),
-            _ => self.codec,
+    /// The codec asked for variable `var` of type `dtype` in `input`, if
+    /// any: a bounded codec is for float32 and float64 only, and other types
+    /// get zstd at its level, lossless. A relative tolerance (`bounded:P%`)
+    /// becomes P percent of the variable's value range, which `range` reads
+    /// (called only then); a variable whose finite values are all equal, or
+    /// that has none, is stored exactly.
+    pub fn codec_for(
+        &self,
+        input: &str,
+        var: &str,
+        dtype: DType,
+        range: impl FnOnce() -> Result<ValueRange, Fail>,
+    ) -> Result<Option<Codec>, Fail> {
+        let exact = lossless(Codec::bounded(1.0));
+        let percent = match self.codec {
+            None => return Ok(None),
+            Some(Asked::Codec(c)) => return Ok(Some(if is_float(dtype) { c } else { lossless(c) })),
+            Some(Asked::Percent(_)) if !is_float(dtype) => return Ok(Some(exact)),
+            Some(Asked::Percent(p)) => p,
+        };
+        let Some((lo, hi)) = range()?.0 else { return Ok(Some(exact)) };
+        let codec = Codec::bounded_relative(percent / 100.0, lo, hi);
+        let Compression::Bounded { tolerance, .. } = codec.compression else { return Ok(Some(codec)) };
+        // The range is finite, so the tolerance is a number: 0 when every
+        // value is the same (nothing to lose), infinite when the width overflows.
+        if tolerance == 0.0 {
+            Ok(Some(exact))
+        } else if tolerance > 1e300 {
+            Err(Fail::Error(format!(
+                "{input}: variable {var:?}: --codec bounded:{percent}% of its value range {lo} .. {hi} is {tolerance}, \
+                 more than the largest tolerance, 1e300 (give one as bounded:TOL)"
+            )))
+        } else {
+            Ok(Some(codec))
         }
     }
 
@@ -391,18 +490,29 @@ impl Layout {
         }
     }
 
-    /// Fails on a `VAR=` chunk option naming no variable, or one of the wrong length.
-    pub fn check(&self, vars: &[(String, usize)]) -> Result<(), Fail> {
+    /// Fails on a `VAR=` chunk option naming no variable, or one of the
+    /// wrong length, and on a relative tolerance for variables (name,
+    /// dimensions, type) none of which is float32 or float64.
+    pub fn check(&self, vars: &[(String, usize, DType)]) -> Result<(), Fail> {
+        if let Some(Asked::Percent(p)) = self.codec {
+            if !vars.iter().any(|(_, _, t)| is_float(*t)) {
+                let have: Vec<String> = vars.iter().map(|(v, _, t)| format!("{v:?} is {t}")).collect();
+                return Err(Fail::Usage(format!(
+                    "vds: --codec bounded:{p}%: a relative tolerance is for float32 and float64 variables, and none is here ({})",
+                    have.join(", ")
+                )));
+            }
+        }
         for (v, s) in self.chunks.iter().chain(&self.partitionings).chain(&self.blocks) {
             match v {
-                Some(v) => match vars.iter().find(|(n, _)| n == v) {
+                Some(v) => match vars.iter().find(|(n, _, _)| n == v) {
                     None => return Err(Fail::Usage(format!("vds: --chunk names variable {v:?}, which does not exist"))),
-                    Some((_, n)) if *n != s.len() && !s.is_empty() => {
+                    Some((_, n, _)) if *n != s.len() && !s.is_empty() => {
                         return Err(Fail::Usage(format!("vds: --chunk for {v:?} has {} extents, the variable {n} dimensions", s.len())))
                     }
                     _ => {}
                 },
-                None if !s.is_empty() && !vars.iter().any(|(_, n)| *n == s.len()) => {
+                None if !s.is_empty() && !vars.iter().any(|(_, n, _)| *n == s.len()) => {
                     return Err(Fail::Usage(format!("vds: --chunk {s:?} matches no variable's number of dimensions")));
                 }
                 None => {}
@@ -444,16 +554,18 @@ pub fn import(args: &Args) -> Result<(), Fail> {
         "ds" => ds::read(input)?,
         _ => single_array_plan(args, input, format)?,
     };
-    layout.check(&plan.vars.iter().map(|v| (v.name.clone(), v.shape.len())).collect::<Vec<_>>())?;
+    layout.check(&plan.vars.iter().map(|v| (v.name.clone(), v.shape.len(), v.dtype)).collect::<Vec<_>>())?;
     catch_interrupts();
     let (dest, publish) = container_destination(output, args.flag("force"))?;
+    let left = format!("{output} was not written");
     let mut b = DatasetBuilder::new();
     for (name, samples) in &plan.axes {
         b.axis(Axis::new(name, *samples));
     }
     for v in &plan.vars {
         let mut vb = VariableBuilder::new(&v.name, v.dtype, &v.axes.iter().map(String::as_str).collect::<Vec<_>>());
-        vb.codec(layout.codec_for(v.dtype).unwrap_or(Codec::deflate(1)));
+        let codec = layout.codec_for(input, &v.name, v.dtype, || plan_range(&plan, v, input, args.flag("quiet"), &left))?;
+        vb.codec(codec.unwrap_or(Codec::deflate(1)));
         if let Some(c) = layout.chunk(&v.name, v.shape.len()) {
             vb.chunk(c);
         }
@@ -473,7 +585,6 @@ pub fn import(args: &Args) -> Result<(), Fail> {
             .ok_or_else(|| Fail::Error(format!("{input}: more than 2^64 bytes of data")))
     })?;
     let mut progress = Progress::new(&format!("importing {input}"), total, args.flag("quiet"));
-    let left = format!("{output} was not written");
     for (i, v) in plan.vars.iter().enumerate() {
         match &v.data {
             Source::File { file, offset, little, fortran } => {
@@ -489,6 +600,61 @@ pub fn import(args: &Args) -> Result<(), Fail> {
     out.close().map_err(at(output))?;
     progress.finish();
     deliver(dest, publish, false, output, total, &left)
+}
+
+/// The value range of a variable of `plan` to import, read from its
+/// source; the values its missing-value mask (from a .ds file) marks do
+/// not count.
+fn plan_range(plan: &Plan, v: &VarPlan, input: &str, quiet: bool, left: &str) -> Result<ValueRange, Fail> {
+    let mut range = ValueRange::default();
+    let mask = v.attrs.get(ds::MISSING_ATTR).and_then(Value::as_str).and_then(|m| plan.vars.iter().find(|w| w.name == m));
+    let missing: Option<Vec<bool>> = match mask.map(|m| &m.data) {
+        Some(Source::Memory(bits)) => Some(bits.iter().map(|&b| b != 0).collect()),
+        _ => None,
+    };
+    match &v.data {
+        Source::Memory(bytes) => range.add(v.dtype, bytes, missing.as_deref()),
+        Source::File { file, offset, little, .. } => {
+            // Every element once, in file order: the order does not change the range.
+            let esize = v.dtype.size() as u64;
+            let total = bytes_of(&v.shape, esize)?;
+            let step = (block_budget() / esize).max(1) * esize;
+            let mut buf = buffer(step.min(total))?;
+            let mut progress = Progress::new(&format!("reading the value range of {}", v.name), total, quiet);
+            let mut done = 0;
+            while done < total {
+                interrupted(left)?;
+                let part = &mut buf[..step.min(total - done) as usize];
+                file.read_exact_at(part, offset + done).map_err(|e| Fail::Error(format!("{input}: reading the data: {e}")))?;
+                to_native(part, esize as usize, *little);
+                range.add(v.dtype, part, None);
+                done += part.len() as u64;
+                progress.add(part.len() as u64);
+            }
+            progress.finish();
+        }
+    }
+    Ok(range)
+}
+
+/// The value range of variable `v` of `src`, read block by block; values
+/// its missing-value mask marks do not count.
+fn source_range(src: &Dataset, v: usize, input: &str, quiet: bool, left: &str) -> Result<ValueRange, Fail> {
+    let var = src.variable(v).map_err(at(input))?;
+    let (dtype, esize) = (var.dtype(), var.dtype().size() as u64);
+    let mut range = ValueRange::default();
+    let mut progress = Progress::new(&format!("reading the value range of {}", var.name()), bytes_of(var.shape(), esize)?, quiet);
+    for (start, bshape) in Blocks::new(var.shape(), var.chunk_shape(), esize, block_budget()) {
+        interrupted(left)?;
+        let mut buf = buffer(bytes_of(&bshape, esize)?)?;
+        let region = Region::new(&start, &bshape).map_err(at(input))?;
+        src.read_bytes(v, &region, Order::C, &mut buf).map_err(at(input))?;
+        let missing = if var.has_mask() { Some(src.read_mask(v, 0, None, &region, Order::C).map_err(at(input))?) } else { None };
+        range.add(dtype, &buf, missing.as_deref());
+        progress.add(buf.len() as u64);
+    }
+    progress.finish();
+    Ok(range)
 }
 
 /// The line import and copy print: what the new container holds.
@@ -803,9 +969,12 @@ pub fn copy(args: &Args) -> Result<(), Fail> {
     let (input, output) = (&args.positional[0], &args.positional[1]);
     let layout = Layout::from(args)?;
     let src = open(input)?;
-    layout.check(&src.variables().iter().map(|v| (v.name().to_string(), v.shape().len())).collect::<Vec<_>>())?;
+    // A quantized variable is stored as integers, which take no lossy codec.
+    let stored = |v: &Variable| if v.quantization().is_some() { DType::UInt16 } else { v.dtype() };
+    layout.check(&src.variables().iter().map(|v| (v.name().to_string(), v.shape().len(), stored(v))).collect::<Vec<_>>())?;
     catch_interrupts();
     let (dest, publish) = container_destination(output, args.flag("force"))?;
+    let left = format!("{output} was not written");
     let mut b = DatasetBuilder::new();
     for a in src.axes() {
         b.axis(Axis::new(a.name(), a.samples()).unit(a.unit_str()).coordinates(a.first(), a.last()));
@@ -814,7 +983,7 @@ pub fn copy(args: &Args) -> Result<(), Fail> {
         let axes: Vec<&str> = v.axes().iter().map(|&k| src.axes()[k].name()).collect();
         let mut vb = VariableBuilder::new(v.name(), v.dtype(), &axes);
         vb.chunk(layout.chunk(v.name(), axes.len()).unwrap_or(v.chunk_shape()));
-        let codec = if v.quantization().is_some() { layout.codec_for(DType::UInt16) } else { layout.codec_for(v.dtype()) };
+        let codec = layout.codec_for(input, v.name(), stored(v), || source_range(&src, i, input, args.flag("quiet"), &left))?;
         vb.codec(codec.unwrap_or(v.codec())).unit(v.unit()).fill(v.fill_value());
         layout.apply(&mut vb, axes.len(), Some((v, &axes)));
         for (k, val) in src.variable_attributes(i).map_err(at(input))? {
@@ -832,7 +1001,6 @@ pub fn copy(args: &Args) -> Result<(), Fail> {
             .ok_or_else(|| Fail::Error(format!("{input}: more than 2^64 bytes of data")))
     })?;
     let mut progress = Progress::new(&format!("copying {input}"), total, args.flag("quiet"));
-    let left = format!("{output} was not written");
     for v in 0..src.variables().len() {
         let (shape, chunk, esize) = {
             let var = out.variable(v).map_err(at(output))?;

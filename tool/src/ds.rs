@@ -30,7 +30,8 @@ const MAX_HEADER: u64 = 64 << 20;
 /// Most bytes a variable held in memory (masked, bool and string variables) may take.
 const MAX_IN_MEMORY: u64 = 4 << 30;
 
-const MISSING_ATTR: &str = "ds:missing";
+/// Variable attribute naming the bool variable that holds its missing-value mask.
+pub const MISSING_ATTR: &str = "ds:missing";
 const MASK_OF_ATTR: &str = "ds:mask_of";
 const TYPE_ATTR: &str = "ds:type";
 

@@ -230,6 +230,12 @@ fn variable_length_rev2_traces_round_trip() {
     }
     std::fs::write(dir.join("var.sgy"), &f).unwrap();
     ok(&dir, &["import", "var.sgy", "var.vds"]);
+    // Integer samples take no relative tolerance.
+    let out = vds_in(&dir, &["import", "var.sgy", "rel.vds", "--codec", "bounded:1%"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("a relative tolerance is for float32 and float64 variables") && err.contains("\"amplitude\" is int16"), "{err}");
+    assert!(!dir.join("rel.vds").exists());
     let ds = vds::Dataset::open(dir.join("var.vds")).unwrap();
     let v: Vec<i16> = ds.read_vec("amplitude", &vds::Region::full(&[3, 5]).unwrap(), vds::Order::C).unwrap();
     assert_eq!(v, [0, 1, 2, 0, 0, 100, 101, 102, 103, 104, 200, 201, 202, 203, 0]);
@@ -282,4 +288,75 @@ fn ctrl_c_during_a_segy_import_leaves_nothing() {
     assert!(rest.contains("interrupted; big.vds was not written"), "{rest}");
     let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     assert_eq!(left, ["big.sgy"], "only the source remains");
+}
+
+/// `--codec bounded:P%` on SEG-Y: the tolerance is P percent of the range
+/// of the samples as segyio reads them, every sample comes back within it,
+/// and the trace headers stay exact.
+#[test]
+fn segy_import_with_a_relative_tolerance() {
+    let dir = scratch("relative");
+    let sgy = root().join("tool/tests/fixtures/survey.sgy").display().to_string();
+    ok(&dir, &["import", &sgy, "exact.vds", "-q"]);
+    ok(&dir, &["import", &sgy, "rel.vds", "--codec", "bounded:1%", "-q"]);
+    ok(&dir, &["export", "rel.vds", "rel.npy", "amplitude"]);
+    for name in ["exact", "rel"] {
+        ok(&dir, &["export", &format!("{name}.vds"), &format!("{name}.head.npy"), "segy_trace_header"]);
+    }
+    let script = format!(
+        r#"
+import numpy as np, segyio
+with segyio.open({sgy:?}, iline=189, xline=193) as f:
+    cube = segyio.tools.cube(f).astype(np.float64)
+t = float(0.01 * (cube.max() - cube.min()))
+back = np.load("rel.npy").astype(np.float64)
+assert back.shape == cube.shape, (back.shape, cube.shape)
+assert np.abs(back - cube).max() <= t, (np.abs(back - cube).max(), t)
+assert (back != cube).any(), "stored without loss"
+assert np.array_equal(np.load("rel.head.npy"), np.load("exact.head.npy"))
+print(repr(t))
+"#
+    );
+    let py = root().join("target/pyenv/bin/python");
+    assert!(py.exists(), "{} is missing: run `sh .ci/deps.sh`", py.display());
+    let out = Command::new(py).arg("-W").arg("ignore").arg("-c").arg(script).current_dir(&dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let want: f64 = String::from_utf8(out.stdout).unwrap().trim().parse().unwrap();
+    let info = ok(&dir, &["info", "rel.vds"]);
+    let amp = info.split("\n  amplitude ").nth(1).unwrap();
+    let shown: f64 = amp.split("error <= ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    assert_eq!(shown, want, "{info}");
+    let heads = info.split("\n  segy_trace_header ").nth(1).unwrap().lines().nth(1).unwrap();
+    assert!(heads.contains("zstd level 3"), "{info}");
+
+    // Rev 2 traces of different lengths: the samples past a short trace's
+    // end are stored as 0, and count in the range as such.
+    use vds_segy::writer::{binary_header, trace_header, TraceKeys};
+    let e = vds_segy::Endian::Little;
+    let mut f = vds_segy::text::encode(&vds_segy::text::card(&["C 1 variable"]), vds_segy::Encoding::Ascii);
+    let mut b = binary_header(e, vds_segy::SampleFormat::Float32, 5, 1000.0).unwrap();
+    vds_segy::binary::set_field(&mut b, 303, vds_segy::binary::FieldType::I16, e, 0);
+    f.extend(b);
+    let mut want = Vec::new();
+    for (t, ns) in [3u64, 5, 4].into_iter().enumerate() {
+        let keys =
+            TraceKeys { index: t as u64, inline: 7, crossline: 10 + t as i32, samples: ns as u16, interval: 1000, ..TraceKeys::default() };
+        f.extend(trace_header(e, &keys, [189, 193, 37]));
+        let trace: Vec<f32> = (0..ns).map(|s| 50.0 + 10.0 * t as f32 + s as f32).collect();
+        f.extend(trace.iter().flat_map(|v| v.to_le_bytes()));
+        want.extend(trace.iter().copied().chain(std::iter::repeat(0.0)).take(5));
+    }
+    std::fs::write(dir.join("var.sgy"), &f).unwrap();
+    ok(&dir, &["import", "var.sgy", "var.vds", "--codec", "bounded:10%"]);
+    let hi = want.iter().copied().fold(0f32, f32::max);
+    let tol = 0.1 * f64::from(hi);
+    let info = ok(&dir, &["info", "var.vds"]);
+    assert!(info.contains(&format!("bounded, error <= {tol} (zstd level 3)")), "{info}");
+    let got: Vec<f32> = vds::Dataset::open(dir.join("var.vds"))
+        .unwrap()
+        .read_vec("amplitude", &vds::Region::full(&[3, 5]).unwrap(), vds::Order::C)
+        .unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        assert!((f64::from(*g) - f64::from(*w)).abs() <= tol, "{g} for {w}");
+    }
 }
