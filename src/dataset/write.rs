@@ -38,6 +38,17 @@ impl Dataset {
         self.write_as(v, region, order, data, self.vars[v].dtype)
     }
 
+    /// [`Dataset::write_masked`](crate::Dataset::write_masked) on raw bytes:
+    /// `data` as for [`Dataset::write_bytes`], `missing[i]` true where the
+    /// value is missing.
+    ///
+    /// # Errors
+    /// As [`Dataset::write_masked`](crate::Dataset::write_masked), without `TypeMismatch`.
+    pub fn write_bytes_masked(&mut self, var: impl VarRef, region: &Region, order: Order, data: &[u8], missing: &[bool]) -> Result<()> {
+        let v = var.index_in(self)?;
+        self.write_masked_as(v, region, order, data, self.vars[v].dtype, Some(as_bytes(missing)))
+    }
+
     /// Writes level 0 of variable `v` from `data`, holding elements of
     /// `as_type`: the variable's type (quantized if the variable is), or a
     /// quantized variable's storage type.

@@ -159,9 +159,10 @@ vds copy: copy a container with new chunking or codec, in bounded memory
 
 Usage: vds copy SRC.vds DST.vds [options]
 
-Copies axes, attributes and every variable. Chunks in external-file slots
-are brought into DST itself. Without options the chunking, codecs, levels
-of detail and partitionings stay. SRC may be an http://, https:// or s3://
+Copies axes, attributes and every variable, with its no-value, quantized
+storage, missing-value mask and margins. Chunks in external-file slots
+are brought into DST itself. Without options the chunking, codecs, blocks,
+levels of detail and partitionings stay. SRC may be an http://, https:// or s3://
 URL. DST may be an s3:// URL: the copy is made in a temporary file,
 arranged for reading over the network (as --cloud) and uploaded (in parts
 when large); readers of the object see the old one or the new one, never
@@ -985,6 +986,16 @@ pub fn copy(args: &Args) -> Result<(), Fail> {
         vb.chunk(layout.chunk(v.name(), axes.len()).unwrap_or(v.chunk_shape()));
         let codec = layout.codec_for(input, v.name(), stored(v), || source_range(&src, i, input, args.flag("quiet"), &left))?;
         vb.codec(codec.unwrap_or(v.codec())).unit(v.unit()).fill(v.fill_value());
+        // What the values mean goes with them: the no-value, quantized
+        // storage, the missing-value mask (copied below) and margins.
+        if let Some(nv) = v.no_value() {
+            vb.no_value(nv);
+        }
+        if let Some(q) = v.quantization() {
+            vb.quantization(q.storage, q.min, q.max);
+        }
+        let [negative, positive] = v.margin();
+        vb.missing_mask(v.has_mask()).margin(negative, positive);
         layout.apply(&mut vb, axes.len(), Some((v, &axes)));
         for (k, val) in src.variable_attributes(i).map_err(at(input))? {
             vb.attribute(k, val.clone());
@@ -1011,7 +1022,12 @@ pub fn copy(args: &Args) -> Result<(), Fail> {
             let mut buf = buffer(bytes_of(&bshape, esize)?)?;
             let region = Region::new(&start, &bshape).map_err(at(input))?;
             src.read_bytes(v, &region, Order::C, &mut buf).map_err(at(input))?;
-            out.write_bytes(v, &region, Order::C, &buf).map_err(at(output))?;
+            if src.variables()[v].has_mask() {
+                let missing = src.read_mask(v, 0, None, &region, Order::C).map_err(at(input))?;
+                out.write_bytes_masked(v, &region, Order::C, &buf, &missing).map_err(at(output))?;
+            } else {
+                out.write_bytes(v, &region, Order::C, &buf).map_err(at(output))?;
+            }
             progress.add(buf.len() as u64);
         }
     }

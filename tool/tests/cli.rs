@@ -1020,3 +1020,59 @@ fn copy_uses_the_default_blocks_and_blocks_none_keeps_whole_chunks() {
     assert_eq!(blocks_of("none.vds"), None);
     assert!(read("none.vds") == data);
 }
+
+/// A copy means what its source means: the no-value, quantized storage, the
+/// missing-value mask and margins go with the values, and every value and
+/// mask bit reads back as from the source.
+#[test]
+fn copy_keeps_no_value_quantization_mask_and_margins() {
+    let dir = scratch("copy-meaning");
+    let shape = [20u64, 30, 40];
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("inline", shape[0]))
+        .axis(Axis::new("crossline", shape[1]))
+        .axis(Axis::new("time", shape[2]))
+        .variable(
+            VariableBuilder::new("amp", DType::Float32, &["inline", "crossline", "time"])
+                .chunk(&[8, 16, 16])
+                .no_value(-999.0f32)
+                .margin(1, 1),
+        )
+        .variable(VariableBuilder::new("q", DType::Float32, &["inline", "crossline", "time"]).chunk(&[8, 16, 16]).quantization(
+            DType::UInt8,
+            -2.0,
+            2.0,
+        ))
+        .variable(VariableBuilder::new("count", DType::Int32, &["inline", "crossline", "time"]).chunk(&[8, 16, 16]).missing_mask(true))
+        .create(dir.join("src.vds"))
+        .unwrap();
+    let n = shape.iter().product::<u64>() as usize;
+    let amp: Vec<f32> = (0..n).map(|i| if i % 17 == 0 { -999.0 } else { ((i % 977) as f32 * 0.21).cos() }).collect();
+    let q: Vec<f32> = (0..n).map(|i| ((i % 311) as f32 * 0.05).sin() * 1.9).collect();
+    let count: Vec<i32> = (0..n as i32).collect();
+    let missing: Vec<bool> = (0..n).map(|i| i % 5 == 3).collect();
+    let full = Region::full(&shape).unwrap();
+    ds.write("amp", &full, Order::C, &amp).unwrap();
+    ds.write("q", &full, Order::C, &q).unwrap();
+    ds.write_masked("count", &full, Order::C, &count, &missing).unwrap();
+    ds.close().unwrap();
+    ok(&dir, &["copy", "src.vds", "dst.vds", "--codec", "zstd"]);
+    let (src, dst) = (Dataset::open(dir.join("src.vds")).unwrap(), Dataset::open(dir.join("dst.vds")).unwrap());
+    for (a, b) in src.variables().iter().zip(dst.variables()) {
+        assert_eq!(
+            (a.no_value(), a.quantization(), a.has_mask(), a.margin()),
+            (b.no_value(), b.quantization(), b.has_mask(), b.margin()),
+            "{}",
+            a.name()
+        );
+    }
+    assert_eq!(dst.variables()[0].no_value(), Some(vds::Scalar::Float(-999.0)));
+    for name in ["amp", "q"] {
+        let (a, b): (Vec<f32>, Vec<f32>) = (src.read_vec(name, &full, Order::C).unwrap(), dst.read_vec(name, &full, Order::C).unwrap());
+        assert!(a == b, "{name}");
+    }
+    let got: Vec<i32> = dst.read_vec("count", &full, Order::C).unwrap();
+    assert!(got == count);
+    assert!(dst.read_mask("count", 0, None, &full, Order::C).unwrap() == missing);
+    assert!(dst.verify_full().unwrap().is_ok());
+}
