@@ -9,7 +9,7 @@
 #[path = "remote_common/mod.rs"]
 mod common;
 
-use common::{noise, Fault, FaultServer, TempDir};
+use common::{assert_names_url_and_range, noise, Fault, FaultServer, TempDir};
 use std::sync::Arc;
 use std::time::Duration;
 use vds::remote::RemoteStorage;
@@ -41,13 +41,6 @@ fn transient_faults_are_retried() {
     assert!(read_all(&ds).unwrap() == local, "values differ after retries");
     let after = server.requests.load(std::sync::atomic::Ordering::SeqCst);
     assert!(after - before >= 5, "the faults were not all met: {} requests", after - before);
-}
-
-fn assert_names_url_and_range(e: &vds::Error, url: &str) {
-    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
-    let text = e.to_string();
-    assert!(text.contains(url), "the error does not name {url}: {text}");
-    assert!(text.contains("bytes "), "the error does not name the byte range: {text}");
 }
 
 #[test]

@@ -2,13 +2,16 @@
 //! every layer kind (levels of detail, tiles, quantized, masked, margins,
 //! bool, constant and unwritten chunks) and an external-file slot fetched
 //! from the URL next to the container's. nginx runs on a loopback port,
-//! started and stopped here.
+//! started and stopped here. Behind a proxy that drops, delays, truncates
+//! or fails requests, transient faults are retried and reads still match,
+//! and lasting ones fail as I/O errors naming the URL and byte range.
 
 #[path = "remote_common/mod.rs"]
 mod common;
 
-use common::{compare, every_layer, nginx, TempDir};
-use vds::{Dataset, ErrorKind};
+use common::{assert_names_url_and_range, compare, every_layer, nginx, noise, Fault, FaultProxy, TempDir};
+use std::time::Duration;
+use vds::{Dataset, ErrorKind, Order, Region};
 
 #[test]
 fn every_layer_kind_reads_the_same_over_http() {
@@ -26,6 +29,37 @@ fn every_layer_kind_reads_the_same_over_http() {
     let e = vds::remote::open(&missing).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
     assert!(e.to_string().contains(&missing), "{e}");
+}
+
+#[test]
+fn nginx_behind_a_failing_proxy_is_read_correctly_or_reported() {
+    let www = TempDir::new("proxied");
+    let path = every_layer(&www.0, "survey.vds");
+    let values = noise(&www.0.join("noise.vds"), 64, 16);
+    let server = nginx(&www.0);
+    let proxy = FaultProxy::start(server.port);
+    let url = |name: &str| format!("http://127.0.0.1:{}/{name}", proxy.port);
+
+    // Each fault hits one request; every request may be retried four times.
+    let transient = [Fault::Drop, Fault::Status(503), Fault::Truncate, Fault::Status(500), Fault::Delay(Duration::from_millis(50))];
+    proxy.inject(&transient);
+    let remote = vds::remote::open(&url("survey.vds")).unwrap();
+    compare(&Dataset::open(&path).unwrap(), &remote);
+    assert_eq!(proxy.pending(), 0, "every fault was met");
+    let full = Region::full(&[64, 64, 64]).unwrap();
+    let remote = vds::remote::open(&url("noise.vds")).unwrap();
+    proxy.inject(&transient);
+    assert!(remote.read_vec::<u32>("noise", &full, Order::C).unwrap() == values);
+    assert_eq!(proxy.pending(), 0, "every fault was met");
+
+    // Lasting failures, on a fresh open (nothing cached).
+    for lasting in [Fault::Status(503), Fault::Truncate, Fault::Drop] {
+        let remote = vds::remote::open(&url("noise.vds")).unwrap();
+        proxy.inject(&[lasting; 200]);
+        let e = remote.read_vec::<u32>("noise", &full, Order::C).map(|v| v.len()).unwrap_err();
+        assert_names_url_and_range(&e, &url("noise.vds"));
+        proxy.clear();
+    }
 }
 
 /// The module docs' example is examples/remote_open.rs verbatim (which `cargo test` builds).

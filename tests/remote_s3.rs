@@ -4,21 +4,26 @@
 //! endpoint and credentials come from the standard AWS_* variables.
 //! Publishing uploads a container (in parts when large) that then reads
 //! back the same, and a reader that opened the object before it was
-//! replaced is told so instead of mixing the two.
+//! replaced is told so instead of mixing the two. Requests go through a
+//! proxy that drops, delays, truncates or fails the ones it is told to:
+//! transient faults are retried, lasting ones reported.
 
 #[path = "remote_common/mod.rs"]
 mod common;
 
-use common::{compare, create_bucket, every_layer, moto, noise, TempDir};
+use common::{assert_names_url_and_range, compare, create_bucket, every_layer, moto, noise, Fault, FaultProxy, TempDir};
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStoreExt, PutPayload};
+use std::time::Duration;
 use vds::{Dataset, ErrorKind, Order, Region};
 
 #[test]
 fn every_layer_kind_reads_the_same_from_s3() {
     let server = moto();
-    let endpoint = format!("http://127.0.0.1:{}", server.port);
+    // Every request goes through a proxy that fails the ones it is told to.
+    let proxy = FaultProxy::start(server.port);
+    let endpoint = format!("http://127.0.0.1:{}", proxy.port);
     // Set before any other thread of this process starts: this file has one test.
     std::env::set_var("AWS_ENDPOINT_URL", &endpoint);
     std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
@@ -70,4 +75,20 @@ fn every_layer_kind_reads_the_same_from_s3() {
     std::fs::write(&not, b"hello\n").unwrap();
     assert_eq!(vds::remote::publish(&not, "s3://surveys/not.vds").unwrap_err().kind(), ErrorKind::Corrupt);
     assert!(!vds::remote::exists("s3://surveys/not.vds").unwrap());
+
+    // Transient faults are retried and the reads match; lasting ones are
+    // I/O errors naming the URL and the byte range.
+    let (big_url, survey_url) = ("s3://surveys/2026/big.vds", "s3://surveys/2026/survey.vds");
+    vds::remote::publish(&big, big_url).unwrap();
+    proxy.inject(&[Fault::Drop, Fault::Status(503), Fault::Truncate, Fault::Status(500), Fault::Delay(Duration::from_millis(50))]);
+    compare(&local, &vds::remote::open(survey_url).unwrap());
+    let remote = vds::remote::open(big_url).unwrap();
+    proxy.inject(&[Fault::Truncate, Fault::Drop, Fault::Status(503), Fault::Truncate]);
+    assert!(remote.read_vec::<u32>("noise", &full, Order::C).unwrap() == values);
+    assert_eq!(proxy.pending(), 0, "every fault was met");
+    let remote = vds::remote::open(big_url).unwrap();
+    proxy.inject(&[Fault::Status(503); 200]);
+    let e = remote.read_vec::<u32>("noise", &full, Order::C).map(|v| v.len()).unwrap_err();
+    assert_names_url_and_range(&e, big_url);
+    proxy.clear();
 }

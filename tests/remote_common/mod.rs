@@ -355,12 +355,7 @@ fn serve(
     let text = String::from_utf8_lossy(&head).to_string();
     let mut lines = text.split("\r\n");
     let target = lines.next().unwrap_or("").split(' ').nth(1).unwrap_or("/").trim_start_matches('/').to_string();
-    let header = |name: &str| {
-        text.split("\r\n").find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_string())
-        })
-    };
+    let header = |name: &str| header_value(&head, name);
     let fault = faults.lock().unwrap().pop_front();
     let reply = |conn: &mut TcpStream, status: &str, headers: &str, body: &[u8]| {
         let _ = write!(conn, "HTTP/1.1 {status}\r\nConnection: close\r\n{headers}\r\n");
@@ -400,4 +395,177 @@ fn serve(
         return reply(&mut conn, "206 Partial Content", &headers, &body[..body.len() / 2]);
     }
     reply(&mut conn, "206 Partial Content", &headers, body);
+}
+
+/// `e` is an I/O error naming `url` and a byte range.
+pub fn assert_names_url_and_range(e: &vds::Error, url: &str) {
+    assert_eq!(e.kind(), vds::ErrorKind::Io, "{e}");
+    let text = e.to_string();
+    assert!(text.contains(url), "the error does not name {url}: {text}");
+    assert!(text.contains("bytes "), "the error does not name the byte range: {text}");
+}
+
+/// A proxy on loopback in front of a real server (nginx, moto): it passes
+/// each request on, one per connection, and fails the requests as told,
+/// as [`FaultServer`] does for the objects it holds: the faults queued with
+/// [`FaultProxy::inject`] apply to the next requests, one each.
+pub struct FaultProxy {
+    pub port: u16,
+    faults: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Fault>>>,
+    pub requests: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FaultProxy {
+    /// A proxy for the server on loopback port `upstream`.
+    pub fn start(upstream: u16) -> FaultProxy {
+        use std::sync::{atomic::AtomicBool, atomic::AtomicU64, Arc, Mutex};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let faults: Arc<Mutex<std::collections::VecDeque<Fault>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let requests = Arc::new(AtomicU64::new(0));
+        let (f, s, r) = (faults.clone(), stop.clone(), requests.clone());
+        let thread = std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if s.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(conn) = conn else { continue };
+                let (f, r) = (f.clone(), r.clone());
+                std::thread::spawn(move || relay(conn, upstream, &f, &r));
+            }
+        });
+        FaultProxy { port, faults, requests, stop, thread: Some(thread) }
+    }
+
+    pub fn inject(&self, faults: &[Fault]) {
+        self.faults.lock().unwrap().extend(faults.iter().copied());
+    }
+
+    /// Faults still queued (none once the requests they were for were made).
+    pub fn pending(&self) -> usize {
+        self.faults.lock().unwrap().len()
+    }
+
+    /// Drops the queued faults: later requests pass unchanged.
+    pub fn clear(&self) {
+        self.faults.lock().unwrap().clear();
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One request from `client`, passed to `upstream` with `Connection: close`
+/// (its body too, by Content-Length), and the answer passed back, each
+/// changed by the next queued fault.
+fn relay(
+    mut client: TcpStream,
+    upstream: u16,
+    faults: &std::sync::Mutex<std::collections::VecDeque<Fault>>,
+    requests: &std::sync::atomic::AtomicU64,
+) {
+    use std::io::{Read, Write};
+    let Some((head, mut body)) = read_message_head(&mut client) else { return };
+    let length = header_value(&head, "content-length").and_then(|v| v.parse::<usize>().ok()).unwrap_or(0);
+    if !read_up_to(&mut client, &mut body, length) {
+        return;
+    }
+    requests.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let fault = faults.lock().unwrap().pop_front();
+    match fault {
+        Some(Fault::Drop) => return,
+        Some(Fault::Status(code)) => {
+            let _ = write!(client, "HTTP/1.1 {code} Injected\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+            return;
+        }
+        Some(Fault::Delay(d)) => std::thread::sleep(d),
+        _ => {}
+    }
+    let Ok(mut up) = TcpStream::connect(("127.0.0.1", upstream)) else { return };
+    if up.write_all(&with_connection_close(&head)).and_then(|()| up.write_all(&body)).is_err() {
+        return;
+    }
+    // The answer's body: none for HEAD, else Content-Length bytes (so that a
+    // server keeping the connection open despite `Connection: close` does
+    // not stall the relay), else everything up to the end.
+    let Some((answer_head, mut answer_body)) = read_message_head(&mut up) else { return };
+    let head_request = head.starts_with(b"HEAD ");
+    match header_value(&answer_head, "content-length").and_then(|v| v.parse::<usize>().ok()) {
+        _ if head_request => answer_body.clear(),
+        Some(n) => {
+            if !read_up_to(&mut up, &mut answer_body, n) {
+                return;
+            }
+        }
+        None => {
+            if up.read_to_end(&mut answer_body).is_err() {
+                return;
+            }
+        }
+    }
+    let sent = if fault == Some(Fault::Truncate) { &answer_body[..answer_body.len() / 2] } else { &answer_body[..] };
+    let _ = client.write_all(&with_connection_close(&answer_head)).and_then(|()| client.write_all(sent));
+}
+
+/// The bytes of an HTTP message up to and including its blank line, and
+/// any bytes read after it.
+fn read_message_head(conn: &mut TcpStream) -> Option<(Vec<u8>, Vec<u8>)> {
+    use std::io::Read;
+    let mut data = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(p) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            let rest = data.split_off(p + 4);
+            return Some((data, rest));
+        }
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => data.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// Reads from `conn` until `data` holds `n` bytes; false if it ends first.
+fn read_up_to(conn: &mut TcpStream, data: &mut Vec<u8>, n: usize) -> bool {
+    use std::io::Read;
+    while data.len() < n {
+        let mut buf = vec![0u8; (n - data.len()).min(1 << 16)];
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => return false,
+            Ok(k) => data.extend_from_slice(&buf[..k]),
+        }
+    }
+    true
+}
+
+fn header_value(head: &[u8], name: &str) -> Option<String> {
+    String::from_utf8_lossy(head).split("\r\n").find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+    })
+}
+
+/// `head` (a request or status line and headers, ending in a blank line)
+/// with its Connection header replaced by `Connection: close`.
+fn with_connection_close(head: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(head);
+    let mut out = String::new();
+    for line in text.split("\r\n").filter(|l| !l.is_empty()) {
+        if !line.split_once(':').is_some_and(|(k, _)| k.trim().eq_ignore_ascii_case("connection")) {
+            out.push_str(line);
+            out.push_str("\r\n");
+        }
+    }
+    out.push_str("Connection: close\r\n\r\n");
+    out.into_bytes()
 }
