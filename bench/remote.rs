@@ -5,7 +5,7 @@
 //! inline slice (read from the tiles), one brick and the whole volume,
 //! each from a fresh open: time, requests, round trips and bytes fetched.
 //!
-//! cargo run --release -p vds --features remote --example remote_bench -- [--quick] [--latency-ms N]
+//! cargo run --release -p vds --features remote --example remote_bench -- [--quick] [--latency-ms N] [--bandwidth-mbit N]
 
 #[path = "../tests/remote_common/mod.rs"]
 mod common;
@@ -20,6 +20,11 @@ fn main() -> vds::Result<()> {
     let quick = args.iter().any(|a| a == "--quick");
     let latency =
         args.iter().position(|a| a == "--latency-ms").and_then(|i| args.get(i + 1)).map_or(20, |v| v.parse().expect("--latency-ms N"));
+    let mbit: u64 = args
+        .iter()
+        .position(|a| a == "--bandwidth-mbit")
+        .and_then(|i| args.get(i + 1))
+        .map_or(0, |v| v.parse().expect("--bandwidth-mbit N"));
     let n: u64 = if quick { 256 } else { 512 };
     let dir = common::TempDir::new("bench");
     let path = dir.0.join("volume.vds");
@@ -47,12 +52,14 @@ fn main() -> vds::Result<()> {
 
     let server = common::FaultServer::start();
     server.set_latency(Duration::from_millis(latency));
+    server.set_bandwidth(mbit * 1_000_000 / 8);
     server.put("volume.vds", std::fs::read(&path).map_err(|e| vds::Error::io("reading the volume", e))?);
     let url = server.url("volume.vds");
     println!(
-        "{n}^3 float32 ({} MiB of values, {:.1} MiB on the server), {latency} ms added to every request\n",
+        "{n}^3 float32 ({} MiB of values, {:.1} MiB on the server), {latency} ms added to every request{}\n",
         (n * n * n * 4) >> 20,
-        size as f64 / (1 << 20) as f64
+        size as f64 / (1 << 20) as f64,
+        if mbit > 0 { format!(", a link of {mbit} Mbit/s") } else { String::new() }
     );
     println!("| workload | time | requests | round trips | MiB fetched |");
     println!("|---|---:|---:|---:|---:|");

@@ -27,7 +27,7 @@
 //!
 //! # Round trips
 //!
-//! Opening fetches the object's first 64 KiB (the head, the commit slots
+//! Opening fetches the object's first 256 KiB (the head, the commit slots
 //! and, in a small or cloud-optimized container, the index) and its last
 //! 256 KiB (where a commit leaves the root and the upper pages of the index)
 //! with two concurrent range requests, one round trip; later reads of those
@@ -82,8 +82,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use url::Url;
 
-/// Bytes fetched from the start of the object when it is opened.
-pub const HEAD_FETCH: u64 = 64 << 10;
+/// Bytes fetched from the start of the object when it is opened: enough
+/// for the whole index of a cloud-optimized container of about 4,000
+/// chunks, for a few milliseconds more than 64 KiB on a cloud link.
+pub const HEAD_FETCH: u64 = 256 << 10;
 /// Bytes fetched from the end of the object when it is opened.
 pub const TAIL_FETCH: u64 = 256 << 10;
 /// How many times a failed request is retried before the read fails.

@@ -195,31 +195,32 @@ impl Dataset {
         };
         let workers = if !parallel || uncached * var.chunk_elems * esize < PARALLEL_MIN_BYTES { 1 } else { cores().min(uncached) };
         // In windows of at most READ_AHEAD stored bytes, each announced to
-        // its storage first (Storage::will_read), so that a store over a
-        // network fetches a window's chunks at once.
-        let mut from = 0;
-        while from < stored.len() {
-            let mut to = from;
-            let mut bytes = 0u64;
-            while to < stored.len() && (to == from || bytes < READ_AHEAD) {
-                if let Entry::Stored { length, .. } = stored[to].2 {
-                    bytes += u64::from(length);
+        // its storage (Storage::will_read), so that a store over a network
+        // fetches a window's chunks at once: the next window while this
+        // one is decoded, so that fetching and decoding overlap.
+        let windows = read_windows(&stored);
+        if let Some(first) = windows.first() {
+            self.announce_reads(var, &stored[first.clone()]);
+        }
+        for (k, range) in windows.iter().enumerate() {
+            let window = &stored[range.clone()];
+            let next = windows.get(k + 1).map(|r| &stored[r.clone()]);
+            std::thread::scope(|scope| {
+                if let Some(next) = next {
+                    scope.spawn(|| self.announce_reads(var, next));
                 }
-                to += 1;
-            }
-            let window = &stored[from..to];
-            self.announce_reads(var, window);
-            if workers < 2 {
-                for (coords, plan, e) in window {
-                    let data = self.chunk_data(var, coords, *e)?;
-                    copy_block(&plan.spans, esize, &data, plan.src0, out, plan.dst0);
+                if workers < 2 {
+                    for (coords, plan, e) in window {
+                        let data = self.chunk_data(var, coords, *e)?;
+                        copy_block(&plan.spans, esize, &data, plan.src0, out, plan.dst0);
+                    }
+                    Ok(())
+                } else {
+                    self.decode_parallel(var, window, workers.min(window.len()), |plan, data| {
+                        copy_block(&plan.spans, esize, data, plan.src0, out, plan.dst0)
+                    })
                 }
-            } else {
-                self.decode_parallel(var, window, workers.min(window.len()), |plan, data| {
-                    copy_block(&plan.spans, esize, data, plan.src0, out, plan.dst0)
-                })?;
-            }
-            from = to;
+            })?;
         }
         if !partial.is_empty() {
             self.read_block_parts(var, &partial, out, parallel)?;
@@ -528,4 +529,24 @@ fn constant_native(var: &Variable, value: &[u8; 8], coords: &[u64]) -> Result<[u
     let mut v = *value;
     codec::le_to_native(&mut v[..var.esize()], var.esize());
     Ok(v)
+}
+
+/// `stored` cut into consecutive windows of at most READ_AHEAD stored bytes
+/// (at least one chunk each).
+fn read_windows(stored: &[(Vec<u64>, ChunkPlan, Entry)]) -> Vec<std::ops::Range<usize>> {
+    let mut windows = Vec::new();
+    let mut from = 0;
+    while from < stored.len() {
+        let mut to = from;
+        let mut bytes = 0u64;
+        while to < stored.len() && (to == from || bytes < READ_AHEAD) {
+            if let Entry::Stored { length, .. } = stored[to].2 {
+                bytes += u64::from(length);
+            }
+            to += 1;
+        }
+        windows.push(from..to);
+        from = to;
+    }
+    windows
 }

@@ -268,10 +268,46 @@ pub struct FaultServer {
     pub port: u16,
     objects: std::sync::Arc<std::sync::Mutex<Objects>>,
     latency: std::sync::Arc<std::sync::Mutex<Duration>>,
+    link: std::sync::Arc<Link>,
     faults: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Fault>>>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     pub requests: std::sync::Arc<std::sync::atomic::AtomicU64>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The link the fault server's answers share: unlimited, or a number of
+/// bytes per second that all bodies in flight divide between them.
+#[derive(Default)]
+pub struct Link {
+    /// Bytes per second, 0 = unlimited.
+    rate: std::sync::atomic::AtomicU64,
+    /// When the link has sent everything handed to it so far.
+    free_at: std::sync::Mutex<Option<Instant>>,
+}
+
+impl Link {
+    /// Sends `body` on `conn` in pieces, each when the shared link has room.
+    fn send(&self, conn: &mut TcpStream, body: &[u8]) {
+        use std::io::Write;
+        let rate = self.rate.load(std::sync::atomic::Ordering::Relaxed);
+        if rate == 0 {
+            let _ = conn.write_all(body);
+            return;
+        }
+        for piece in body.chunks(64 << 10) {
+            let done = {
+                let mut free_at = self.free_at.lock().unwrap();
+                let start = free_at.map_or(Instant::now(), |t| t.max(Instant::now()));
+                let done = start + Duration::from_secs_f64(piece.len() as f64 / rate as f64);
+                *free_at = Some(done);
+                done
+            };
+            std::thread::sleep(done.saturating_duration_since(Instant::now()));
+            if conn.write_all(piece).is_err() {
+                return;
+            }
+        }
+    }
 }
 
 impl FaultServer {
@@ -281,27 +317,33 @@ impl FaultServer {
         let port = listener.local_addr().unwrap().port();
         let objects: Arc<Mutex<Objects>> = Arc::default();
         let latency: Arc<Mutex<Duration>> = Arc::default();
+        let link: Arc<Link> = Arc::default();
         let faults: Arc<Mutex<std::collections::VecDeque<Fault>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let requests = Arc::new(AtomicU64::new(0));
-        let (o, l, f, s, r) = (objects.clone(), latency.clone(), faults.clone(), stop.clone(), requests.clone());
+        let (o, l, f, s, r, k) = (objects.clone(), latency.clone(), faults.clone(), stop.clone(), requests.clone(), link.clone());
         let thread = std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if s.load(std::sync::atomic::Ordering::SeqCst) {
                     break;
                 }
                 let Ok(conn) = conn else { continue };
-                let (o, f, r) = (o.clone(), f.clone(), r.clone());
+                let (o, f, r, k) = (o.clone(), f.clone(), r.clone(), k.clone());
                 let delay = *l.lock().unwrap();
-                std::thread::spawn(move || serve(conn, &o, &f, &r, delay));
+                std::thread::spawn(move || serve(conn, &o, &f, &r, delay, &k));
             }
         });
-        FaultServer { port, objects, latency, faults, stop, requests, thread: Some(thread) }
+        FaultServer { port, objects, latency, link, faults, stop, requests, thread: Some(thread) }
     }
 
     /// Delays every answer by `latency` (a round trip to a distant server).
     pub fn set_latency(&self, latency: Duration) {
         *self.latency.lock().unwrap() = latency;
+    }
+
+    /// Limits the bytes per second all answers' bodies share (0: no limit).
+    pub fn set_bandwidth(&self, bytes_per_second: u64) {
+        self.link.rate.store(bytes_per_second, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Serves `bytes` at `/name`, replacing (with a new ETag) what was there.
@@ -340,6 +382,7 @@ fn serve(
     faults: &std::sync::Mutex<std::collections::VecDeque<Fault>>,
     requests: &std::sync::atomic::AtomicU64,
     latency: Duration,
+    link: &Link,
 ) {
     use std::io::{Read, Write};
     let mut head = Vec::new();
@@ -359,7 +402,7 @@ fn serve(
     let fault = faults.lock().unwrap().pop_front();
     let reply = |conn: &mut TcpStream, status: &str, headers: &str, body: &[u8]| {
         let _ = write!(conn, "HTTP/1.1 {status}\r\nConnection: close\r\n{headers}\r\n");
-        let _ = conn.write_all(body);
+        link.send(conn, body);
     };
     match fault {
         Some(Fault::Drop) => return,
