@@ -2,8 +2,11 @@
 //! value within an absolute tolerance `t` of the value written.
 //!
 //! Each value is predicted from its already *reconstructed* neighbours by
-//! the 3-D Lorenzo predictor; the difference is quantized to an integer
-//! number of steps of `2t`, and the value the reader will compute,
+//! the Lorenzo predictor over a 3-D view of the chunk (its own axes, its
+//! last axis with the others merged, or one axis: the encoder keeps the
+//! view whose codes cost least on the chunk's leading eighth); the
+//! difference is quantized to an integer number of steps of `2t`, and the
+//! value the reader will compute,
 //! `p + q * 2t` rounded to the element type, is checked against the value
 //! written with exact arithmetic. A value that misses the bound (rounding
 //! near it, overflow, a code out of range), a NaN or infinity, and a fill or
@@ -11,6 +14,12 @@
 //! stored exactly. So the bound holds by construction, value by value, and
 //! the reader's arithmetic is the encoder's. Codes are byte planes
 //! compressed by one zstd frame with the outliers after them.
+//!
+//! Each reconstructed value feeds the next prediction, a chain of rounded
+//! operations that leaves the processor waiting when values are done one by
+//! one; encoder and decoder both go through [`walk`], which reconstructs a
+//! few rows of a plane at once, in the order of a wavefront, so that their
+//! chains overlap, with exactly the values of the C-order walk.
 //!
 //! The encoder then decodes what it wrote and checks every value once more;
 //! if anything is off the caller stores the chunk losslessly.
@@ -94,48 +103,101 @@ impl Float for f64 {
 }
 
 /// Whether |a - b| <= t holds for the real numbers a, b and t (t finite,
-/// positive), whatever the rounding of a - b: the difference is split
-/// exactly into s + e (Knuth's TwoSum), and s decides unless it equals t.
+/// positive), whatever the rounding of a - b. Rounding is monotonic and t
+/// a double, so a rounded difference below t means an exact one at most t,
+/// and above t one above t; only a rounded difference equal to t needs its
+/// exact error, from TwoSum (Knuth), to decide.
 pub(crate) fn within(a: f64, b: f64, t: f64) -> bool {
     let s = a - b;
-    if !s.is_finite() {
-        return false;
+    if s.abs() != t {
+        // Also false for a difference that is not finite.
+        return s.abs() < t;
     }
     let a1 = s + b;
     let b1 = s - a1;
     let e = (a - a1) + (-b - b1);
-    let (s, e) = if s < 0.0 { (-s, -e) } else { (s, e) };
-    s < t || (s == t && e <= 0.0)
+    if s < 0.0 {
+        e >= 0.0
+    } else {
+        e <= 0.0
+    }
 }
 
-/// The chunk viewed as a 3-D array `[n0, n1, n2]` (C order), with two
-/// planes of reconstructed values padded by a zero row and column.
-struct Lorenzo {
-    /// Row length of a padded plane.
-    row: usize,
-    prev: Vec<f64>,
-    cur: Vec<f64>,
+/// Rows of a plane reconstructed together ([`walk`]).
+const ROWS: usize = 4;
+
+/// Reconstructs a chunk under the predictor's view `n` (the 3-D array
+/// `[n0, n1, n2]`, C order): `element(p, i)` gets element i (linear index)
+/// with its prediction p, computed from reconstructed neighbours in
+/// SPEC.md's order, and returns its reconstructed value.
+///
+/// Each element depends on the one before it through a long chain of
+/// rounded operations (predict, quantize, reconstruct), so one row at a time
+/// leaves the processor waiting on that chain. Element (i, j, l) needs only
+/// (i, j, l-1), (i, j-1, l-1) and (i, j-1, l) of its own plane, so [`ROWS`]
+/// rows go together as a wavefront, each one element behind the row above:
+/// their chains are independent and overlap. Every element still sees
+/// exactly the neighbours, and computes exactly the value, that the plain
+/// C-order walk gives it; only the order of the visits differs.
+#[inline(always)]
+fn walk(n: [usize; 3], mut element: impl FnMut(f64, usize) -> f64) {
+    if n.contains(&0) {
+        return;
+    }
+    if n[0] * n[1] == 1 {
+        // One axis: every neighbour but the previous element is a zero of
+        // the padding, and the sum is 0 + that element (+0 for -0, as the
+        // full sum gives).
+        let mut left = 0.0;
+        for i in 0..n[2] {
+            left = kept(element(0.0 + left, i));
+        }
+    } else if n[0] == 1 {
+        planes::<true>(n, element);
+    } else {
+        planes::<false>(n, element);
+    }
 }
 
-impl Lorenzo {
-    fn new(n: [usize; 3]) -> Lorenzo {
-        let plane = (n[1] + 1) * (n[2] + 1);
-        Lorenzo { row: n[2] + 1, prev: vec![0.0; plane], cur: vec![0.0; plane] }
-    }
-
-    /// The prediction of element (i, j, k) of the current plane, j and k
-    /// counted from 1 in the padded planes; the sum in SPEC.md's order,
-    /// which adds the value decoded just before last, so that the chain of
-    /// dependent operations from one element to the next is short.
-    #[inline(always)]
-    fn predict(&self, o: usize) -> f64 {
-        let (p, c, r) = (&self.prev, &self.cur, self.row);
-        p[o] + c[o - r] - p[o - r] - p[o - 1] - c[o - r - 1] + p[o - r - 1] + c[o - 1]
-    }
-
-    /// Ends a plane: the current one becomes the previous one.
-    fn next_plane(&mut self) {
-        std::mem::swap(&mut self.prev, &mut self.cur);
+/// [`walk`] over planes padded by a zero row and column. `FLAT`: a single
+/// plane, whose predecessor is all zeros and whose rows are needed only
+/// until the next rows of the wavefront are done; then only the row above
+/// the wavefront and its rows are kept, so that a 2-D view of a large chunk
+/// costs little memory.
+#[inline(always)]
+fn planes<const FLAT: bool>(n: [usize; 3], mut element: impl FnMut(f64, usize) -> f64) {
+    let row = n[2] + 1;
+    let rows_kept = if FLAT { ROWS.min(n[1]) + 1 } else { n[1] + 1 };
+    let mut prev = vec![0.0; if FLAT { 0 } else { rows_kept * row }];
+    let mut cur = vec![0.0; rows_kept * row];
+    let mut i0 = 0;
+    for _ in 0..n[0] {
+        for j0 in (0..n[1]).step_by(ROWS) {
+            let rows = ROWS.min(n[1] - j0);
+            // Where the row above the wavefront starts.
+            let top = if FLAT { 0 } else { j0 * row };
+            for s in 0..n[2] + rows - 1 {
+                // Row j0 + g is at element s - g.
+                for g in s.saturating_sub(n[2] - 1)..rows.min(s + 1) {
+                    let k = s - g;
+                    let o = top + (g + 1) * row + k + 1;
+                    let (p, c) = (&prev, &cur);
+                    let pred = if FLAT {
+                        // The same sum, with the earlier plane's zeros.
+                        0.0 + c[o - row] - 0.0 - 0.0 - c[o - row - 1] + 0.0 + c[o - 1]
+                    } else {
+                        p[o] + c[o - row] - p[o - row] - p[o - 1] - c[o - row - 1] + p[o - row - 1] + c[o - 1]
+                    };
+                    cur[o] = kept(element(pred, i0 + (j0 + g) * n[2] + k));
+                }
+            }
+            if FLAT {
+                // The wavefront's last row is the row above the next one.
+                cur.copy_within(rows * row..(rows + 1) * row, 0);
+            }
+        }
+        i0 += n[1] * n[2];
+        std::mem::swap(&mut prev, &mut cur);
     }
 }
 
@@ -212,7 +274,11 @@ impl Quantized {
     /// the codes' order-0 entropy (codes past 2^16 at 32 bits each) and 8
     /// bits per outlier byte. Only compared between views of one chunk.
     fn cost(&self) -> f64 {
-        let mut counts = vec![0u32; 1 << 16];
+        // Bins up to the largest code only (a few hundred, usually): the
+        // codes of a smooth chunk are small, and clearing and summing all
+        // 2^16 bins costs more than counting them.
+        let max = self.codes.iter().copied().max().unwrap_or(0) as usize;
+        let mut counts = vec![0u32; (max + 1).min(1 << 16)];
         let mut wide = 0usize;
         for &c in &self.codes {
             match counts.get_mut(c as usize) {
@@ -231,43 +297,36 @@ fn quantize<T: Float>(data: &[u8], n: [usize; 3], tol: f64, exact: &[u64]) -> Qu
     let step = 2.0 * tol;
     // Any q will do (the check decides): a product is cheaper than a quotient.
     let inverse = 1.0 / step;
-    let elems = data.len() / T::SIZE;
-    let mut codes: Vec<u32> = Vec::with_capacity(elems);
-    let mut outliers: Vec<u8> = Vec::new();
-    let mut lz = Lorenzo::new(n);
-    let mut values = data.chunks_exact(T::SIZE);
-    for _ in 0..n[0] {
-        for j in 1..=n[1] {
-            for k in 1..=n[2] {
-                let o = j * lz.row + k;
-                let p = lz.predict(o);
-                // The views' extents multiply to the element count.
-                let Some(x) = values.next().map(T::get) else { break };
-                let xw = x.wide();
-                let special = !xw.is_finite() || exact.contains(&x.bits());
-                let mut code = 0u32;
-                let mut r = xw;
-                let t = (xw - p) * inverse;
-                // Also false for NaN (a prediction that overflowed).
-                if xw.is_finite() && t.abs() <= MAX_STEPS {
-                    // Rounded half away from zero by a truncating conversion:
-                    // f64::round is a libm call here, and any q will do.
-                    let q = (t + 0.5f64.copysign(t)) as i64;
-                    let y = T::narrow(p + q as f64 * step);
-                    let ok = if special { y.bits() == x.bits() } else { within(xw, y.wide(), tol) };
-                    if ok {
-                        code = (((q << 1) ^ (q >> 63)) + 1) as u32;
-                        r = y.wide();
-                    }
+    let value = |i: usize| T::get(&data[i * T::SIZE..(i + 1) * T::SIZE]);
+    // The views' extents multiply to the element count.
+    let mut codes = vec![0u32; data.len() / T::SIZE];
+    walk(
+        n,
+        #[inline(always)]
+        |p, i| {
+            let x = value(i);
+            let xw = x.wide();
+            let t = (xw - p) * inverse;
+            // Also false for NaN (a prediction that overflowed).
+            if xw.is_finite() && t.abs() <= MAX_STEPS {
+                // Rounded half away from zero by a truncating conversion:
+                // f64::round is a libm call here, and any q will do.
+                let q = (t + 0.5f64.copysign(t)) as i64;
+                let y = T::narrow(p + q as f64 * step);
+                let ok = if exact.contains(&x.bits()) { y.bits() == x.bits() } else { within(xw, y.wide(), tol) };
+                if ok {
+                    codes[i] = (((q << 1) ^ (q >> 63)) + 1) as u32;
+                    return y.wide();
                 }
-                if code == 0 {
-                    x.le(&mut outliers);
-                }
-                codes.push(code);
-                lz.cur[o] = kept(r);
             }
-        }
-        lz.next_plane();
+            // An outlier (code 0): the reader takes x itself.
+            xw
+        },
+    );
+    // The outliers in element order, which the walk does not follow.
+    let mut outliers: Vec<u8> = Vec::new();
+    for (i, _) in codes.iter().enumerate().filter(|(_, &c)| c == 0) {
+        value(i).le(&mut outliers);
     }
     Quantized { n, codes, outliers }
 }
@@ -398,35 +457,35 @@ fn decode_as<T: Float>(payload: &[u8], width: usize, tol: f64, outliers: usize, 
     let elems = out.len() / T::SIZE;
     let step = 2.0 * tol;
     let (planes, exact) = payload.split_at(elems * width);
+    let code = |i: usize| (1..width).fold(u32::from(planes[i]), |c, b| c | u32::from(planes[b * elems + i]) << (8 * b));
+    // The outliers first, in element order, each where its code 0 is: the
+    // reconstruction does not visit the elements in order.
     let mut exact = exact.chunks_exact(T::SIZE);
-    let mut lz = Lorenzo::new(n);
-    let mut i = 0usize;
-    let mut outs = out.chunks_exact_mut(T::SIZE);
-    for _ in 0..n[0] {
-        for j in 1..=n[1] {
-            for k in 1..=n[2] {
-                let o = j * lz.row + k;
-                let mut code = u32::from(planes[i]);
-                for b in 1..width {
-                    code |= u32::from(planes[b * elems + i]) << (8 * b);
-                }
-                let y = if code == 0 {
-                    T::from_le(exact.next().ok_or("bounded chunk: more outlier codes than outliers")?)
-                } else {
-                    let z = i64::from(code - 1);
-                    let q = (z >> 1) ^ -(z & 1);
-                    T::narrow(lz.predict(o) + q as f64 * step)
-                };
-                lz.cur[o] = kept(y.wide());
-                y.put(outs.next().ok_or("bounded chunk: output too short")?);
-                i += 1;
-            }
+    for i in 0..elems {
+        if planes[i] == 0 && code(i) == 0 {
+            let x = T::from_le(exact.next().ok_or("bounded chunk: more outlier codes than outliers")?);
+            x.put(&mut out[i * T::SIZE..(i + 1) * T::SIZE]);
         }
-        lz.next_plane();
     }
     if exact.next().is_some() {
         return Err(format!("bounded chunk: {outliers} outliers declared, fewer outlier codes"));
     }
+    walk(
+        n,
+        #[inline(always)]
+        |p, i| {
+            let at = &mut out[i * T::SIZE..(i + 1) * T::SIZE];
+            let c = code(i);
+            if c == 0 {
+                return T::get(at).wide();
+            }
+            let z = i64::from(c - 1);
+            let q = (z >> 1) ^ -(z & 1);
+            let y = T::narrow(p + q as f64 * step);
+            y.put(at);
+            y.wide()
+        },
+    );
     Ok(())
 }
 
@@ -723,6 +782,30 @@ mod tests {
             let ours: Vec<u64> = back.chunks_exact(4).map(|b| f64::from(f32::from_ne_bytes(b.try_into().unwrap())).to_bits()).collect();
             let theirs: Vec<u64> = spec_decode(&stored, 4).iter().map(|x| x.to_bits()).collect();
             assert_eq!(ours, theirs, "float32, tolerance {tol}");
+            // The same stream read under other views of its 2100 elements,
+            // so that every walk (one axis, one plane, planes; wavefronts
+            // of a full and a partial set of rows) meets the C-order one.
+            for view in [
+                [1, 1, 2100],
+                [2100, 1, 1],
+                [1, 2100, 1],
+                [1, 7, 300],
+                [1, 3, 700],
+                [6, 7, 50],
+                [7, 6, 50],
+                [3, 2, 350],
+                [50, 42, 1],
+                [2, 1050, 1],
+            ] {
+                let mut other = stored.clone();
+                for (k, e) in view.iter().enumerate() {
+                    other[16 + 4 * k..20 + 4 * k].copy_from_slice(&(*e as u32).to_le_bytes());
+                }
+                decode(4, &other, &mut back).unwrap();
+                let ours: Vec<u64> = back.chunks_exact(4).map(|b| f64::from(f32::from_ne_bytes(b.try_into().unwrap())).to_bits()).collect();
+                let theirs: Vec<u64> = spec_decode(&other, 4).iter().map(|x| x.to_bits()).collect();
+                assert_eq!(ours, theirs, "float32, tolerance {tol}, view {view:?}");
+            }
         }
     }
 
