@@ -105,6 +105,12 @@ impl Dataset {
     pub fn create_fragment(container: impl AsRef<Path>, name: &str) -> Result<Dataset> {
         let container = container.as_ref();
         check_slot_name(name).map_err(invalid)?;
+        if let Some(url) = container.to_str().filter(|p| super::is_url(p)) {
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
+                format!("{url}: a container opened by URL is read-only; fragments are written beside a local one"),
+            ));
+        }
         let mut ds = OpenOptions::new().open(container)?;
         let dir = container.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let path = dir.join(name);

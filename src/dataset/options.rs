@@ -260,5 +260,8 @@ mod tests {
             assert!(e.to_string().contains("cargo feature `remote`"), "{e}");
         }
         assert!(e.to_string().contains("https://example.invalid/survey.vds"), "{e}");
+        // Nor is a fragment written beside a container named by URL.
+        let e = Dataset::create_fragment("https://example.invalid/survey.vds", "w0.frag").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ReadOnly, "{e}");
     }
 }

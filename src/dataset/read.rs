@@ -206,20 +206,23 @@ impl Dataset {
             let window = &stored[range.clone()];
             let next = windows.get(k + 1).map(|r| &stored[r.clone()]);
             std::thread::scope(|scope| {
-                if let Some(next) = next {
-                    scope.spawn(|| self.announce_reads(var, next));
-                }
-                if workers < 2 {
-                    for (coords, plan, e) in window {
+                let ahead = next.map(|next| scope.spawn(|| self.announce_reads(var, next)));
+                let decoded = if workers < 2 {
+                    window.iter().try_for_each(|(coords, plan, e)| {
                         let data = self.chunk_data(var, coords, *e)?;
                         copy_block(&plan.spans, esize, &data, plan.src0, out, plan.dst0);
-                    }
-                    Ok(())
+                        Ok(())
+                    })
                 } else {
                     self.decode_parallel(var, window, workers.min(window.len()), |plan, data| {
                         copy_block(&plan.spans, esize, data, plan.src0, out, plan.dst0)
                     })
-                }
+                };
+                // Joined, as every worker is: the join returns once the
+                // thread has exited (its thread-locals freed).
+                let fetched =
+                    ahead.map_or(Ok(()), |t| t.join().map_err(|_| Error::new(ErrorKind::Internal, "a read-ahead thread panicked")));
+                decoded.and(fetched)
             })?;
         }
         if !partial.is_empty() {

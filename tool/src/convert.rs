@@ -966,6 +966,52 @@ pub fn export(args: &Args) -> Result<(), Fail> {
     dest.finish()
 }
 
+/// Copies `region` of variable `v` from `src` to `out` (`buf` holds its
+/// values), with its missing-value mask if the variable keeps one. A
+/// quantized variable's stored integers are copied as they are: its values,
+/// rounded to the value type and quantized again, could come back as other
+/// integers.
+fn copy_region(
+    src: &Dataset,
+    out: &mut Dataset,
+    v: usize,
+    region: &Region,
+    buf: &mut [u8],
+    (input, output): (&str, &str),
+) -> Result<(), Fail> {
+    let var = &src.variables()[v];
+    let missing = if var.has_mask() { Some(src.read_mask(v, 0, None, region, Order::C).map_err(at(input))?) } else { None };
+    match var.quantization().map(|q| q.storage) {
+        Some(DType::UInt8) => copy_stored::<u8>(src, out, v, region, missing.as_deref(), (input, output)),
+        Some(_) => copy_stored::<u16>(src, out, v, region, missing.as_deref(), (input, output)),
+        None => {
+            src.read_bytes(v, region, Order::C, buf).map_err(at(input))?;
+            match &missing {
+                Some(m) => out.write_bytes_masked(v, region, Order::C, buf, m),
+                None => out.write_bytes(v, region, Order::C, buf),
+            }
+            .map_err(at(output))
+        }
+    }
+}
+
+/// [`copy_region`] of a quantized variable, as its stored integers `T`.
+fn copy_stored<T: vds::Element + Default>(
+    src: &Dataset,
+    out: &mut Dataset,
+    v: usize,
+    region: &Region,
+    missing: Option<&[bool]>,
+    (input, output): (&str, &str),
+) -> Result<(), Fail> {
+    let ints: Vec<T> = src.read_vec(v, region, Order::C).map_err(at(input))?;
+    match missing {
+        Some(m) => out.write_masked(v, region, Order::C, &ints, m),
+        None => out.write(v, region, Order::C, &ints),
+    }
+    .map_err(at(output))
+}
+
 pub fn copy(args: &Args) -> Result<(), Fail> {
     let (input, output) = (&args.positional[0], &args.positional[1]);
     let layout = Layout::from(args)?;
@@ -997,6 +1043,12 @@ pub fn copy(args: &Args) -> Result<(), Fail> {
         let [negative, positive] = v.margin();
         vb.missing_mask(v.has_mask()).margin(negative, positive);
         layout.apply(&mut vb, axes.len(), Some((v, &axes)));
+        // A source's blocks are not kept under a bounded codec, which takes
+        // none (asked-for blocks still are, and are refused with the reason).
+        let bounded = matches!(codec.unwrap_or(v.codec()).compression, Compression::Bounded { .. });
+        if bounded && shape_for(&layout.blocks, v.name(), axes.len()).is_none() {
+            vb.blocks(None);
+        }
         for (k, val) in src.variable_attributes(i).map_err(at(input))? {
             vb.attribute(k, val.clone());
         }
@@ -1021,13 +1073,7 @@ pub fn copy(args: &Args) -> Result<(), Fail> {
             interrupted(&left)?;
             let mut buf = buffer(bytes_of(&bshape, esize)?)?;
             let region = Region::new(&start, &bshape).map_err(at(input))?;
-            src.read_bytes(v, &region, Order::C, &mut buf).map_err(at(input))?;
-            if src.variables()[v].has_mask() {
-                let missing = src.read_mask(v, 0, None, &region, Order::C).map_err(at(input))?;
-                out.write_bytes_masked(v, &region, Order::C, &buf, &missing).map_err(at(output))?;
-            } else {
-                out.write_bytes(v, &region, Order::C, &buf).map_err(at(output))?;
-            }
+            copy_region(&src, &mut out, v, &region, &mut buf, (input, output))?;
             progress.add(buf.len() as u64);
         }
     }
