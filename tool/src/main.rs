@@ -8,6 +8,7 @@ mod args;
 mod convert;
 mod ds;
 mod info;
+mod layout;
 mod npy;
 mod png;
 mod segy_in;

@@ -4,7 +4,8 @@
 //! appear only when complete.
 
 use crate::args::Args;
-use crate::convert::{block_budget, summary, Layout, ValueRange};
+use crate::convert::{block_budget, summary};
+use crate::layout::{Layout, ValueRange};
 use crate::util::{at, buffer, bytes_of, catch_interrupts, interrupted, open_input, Destination, Fail, Progress};
 use std::fs::File;
 use vds::{Codec, DType};
