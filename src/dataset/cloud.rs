@@ -50,11 +50,7 @@ impl Dataset {
         }
         let mut new = Dataset::initialize(storage, tmp.map(Path::to_path_buf), desc, self.durability, false, false)?;
         new.memory_limit = self.memory_limit;
-        let mut entries = Vec::new();
-        self.reader.for_each(&*self.storage, self.commit.root, &mut |k, e| {
-            entries.push((*k, *e));
-            Ok(())
-        })?;
+        let entries = self.committed_entries()?;
         // Each distinct stored chunk gets a place after the index, in key order,
         // counted from the index's end; shared chunks stay shared.
         let mut place: HashMap<Source, u64> = HashMap::new();

@@ -125,11 +125,7 @@ impl Dataset {
         if page_size >= DEFAULT_PAGE || self.end + (w.buf.len() as u64) < COMPACT_LIMIT {
             return Ok((page_size, w, root, entries));
         }
-        let mut all = std::collections::BTreeMap::<Key, Entry>::new();
-        self.reader.for_each(&*self.storage, self.commit.root, &mut |k, e| {
-            all.insert(*k, *e);
-            Ok(())
-        })?;
+        let mut all: std::collections::BTreeMap<Key, Entry> = self.committed_entries()?.into_iter().collect();
         for (k, e) in changes {
             match e {
                 Some(e) => all.insert(*k, *e),

@@ -98,6 +98,16 @@ pub struct CompactReport {
 const MAX_PROBLEMS: usize = 1000;
 
 impl Dataset {
+    /// Every entry of the current commit's index, in key order.
+    pub(super) fn committed_entries(&self) -> Result<Vec<(Key, Entry)>> {
+        let mut entries = Vec::new();
+        self.reader.for_each(&*self.storage, self.commit.root, &mut |k, e| {
+            entries.push((*k, *e));
+            Ok(())
+        })?;
+        Ok(entries)
+    }
+
     /// Checks every checksum and structure of the current commit: the
     /// descriptor, every index page, every index entry against the
     /// variables' chunk grids, and every stored chunk (read, checksummed and
@@ -522,11 +532,7 @@ impl Dataset {
         new.policy = self.policy.clone();
         new.allow_external_paths = self.allow_external_paths;
         new.memory_limit = self.memory_limit;
-        let mut entries = Vec::new();
-        self.reader.for_each(&*self.storage, self.commit.root, &mut |k, e| {
-            entries.push((*k, *e));
-            Ok(())
-        })?;
+        let entries = self.committed_entries()?;
         // A chunk shared by several entries is copied once and stays shared.
         let mut moved: std::collections::HashMap<(u16, u64, u32, u32), Entry> = std::collections::HashMap::new();
         for (key, entry) in entries {
