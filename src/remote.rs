@@ -63,10 +63,13 @@
 //! `http://`). `http://` and `https://` URLs need a server that answers range
 //! requests (`206 Partial Content`), as nginx, Apache, S3 and every CDN do.
 //!
-//! # Threads
+//! # Threads and connections
 //!
 //! Requests run on a small tokio runtime owned by this module; the API is
 //! blocking. Do not call it from inside another tokio runtime's async task.
+//! Opens of the same server (or S3 bucket, with the same `AWS_*` settings)
+//! share one client: its connections stay open between them, and its root
+//! certificates are loaded once per process, not at every open.
 
 use crate::{Dataset, OpenOptions, Storage};
 use object_store::aws::AmazonS3Builder;
@@ -105,6 +108,10 @@ pub const MERGE_GAP: u64 = 16 << 10;
 /// The longest range merged reads make, so that a large batch still goes
 /// out as concurrent requests (a single connection rarely fills a link).
 pub const MERGE_MAX: u64 = 8 << 20;
+/// How many clients (one per server, or per S3 bucket and settings) are
+/// kept for later opens; past this many, all are dropped and built again
+/// as needed (open containers keep theirs).
+pub const STORES: usize = 32;
 
 pub use crate::dataset::is_url;
 
@@ -208,7 +215,10 @@ fn retry_config() -> RetryConfig {
     }
 }
 
-/// The store serving `url` and the object's path in it.
+/// The store serving `url` and the object's path in it: one store (one
+/// client, its connection pool and its root certificates, which take
+/// milliseconds to load) serves every open of the same server or bucket
+/// with the same settings (see [`STORES`]).
 fn store_for(url: &Url, timeout: Duration) -> io::Result<(Arc<dyn ObjectStore>, ObjectPath)> {
     let bad = |why: &str| io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {why}"));
     let path = ObjectPath::from_url_path(url.path()).map_err(|e| bad(&e.to_string()))?;
@@ -218,28 +228,54 @@ fn store_for(url: &Url, timeout: Duration) -> io::Result<(Arc<dyn ObjectStore>, 
             base.set_path("/");
             base.set_query(None);
             base.set_fragment(None);
-            let store = HttpBuilder::new()
-                .with_url(base.as_str())
-                .with_client_options(client_options(url.scheme() == "http", timeout))
-                .with_retry(retry_config())
-                .build()
-                .map_err(|e| bad(&e.to_string()))?;
-            Ok((Arc::new(store), path))
+            let store = shared_store(format!("{base} {timeout:?}"), || {
+                let store = HttpBuilder::new()
+                    .with_url(base.as_str())
+                    .with_client_options(client_options(url.scheme() == "http", timeout))
+                    .with_retry(retry_config())
+                    .build()
+                    .map_err(|e| bad(&e.to_string()))?;
+                Ok(Arc::new(store))
+            })?;
+            Ok((store, path))
         }
         "s3" => {
             let bucket = url.host_str().filter(|b| !b.is_empty()).ok_or_else(|| bad("an s3:// URL names a bucket: s3://bucket/key"))?;
-            let http_endpoint = std::env::var("AWS_ENDPOINT_URL").is_ok_and(|e| e.starts_with("http://"));
-            let allow_http = http_endpoint || std::env::var("AWS_ALLOW_HTTP").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
-            let store = AmazonS3Builder::from_env()
-                .with_bucket_name(bucket)
-                .with_retry(retry_config())
-                .with_client_options(client_options(allow_http, timeout))
-                .build()
-                .map_err(|e| bad(&e.to_string()))?;
-            Ok((Arc::new(store), path))
+            // The store reads its settings from the AWS_* variables when it
+            // is built: a change of any of them builds another.
+            let mut settings: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k.starts_with("AWS_")).collect();
+            settings.sort();
+            let store = shared_store(format!("s3://{bucket} {timeout:?} {settings:?}"), || {
+                let http_endpoint = std::env::var("AWS_ENDPOINT_URL").is_ok_and(|e| e.starts_with("http://"));
+                let allow_http = http_endpoint || std::env::var("AWS_ALLOW_HTTP").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
+                let store = AmazonS3Builder::from_env()
+                    .with_bucket_name(bucket)
+                    .with_retry(retry_config())
+                    .with_client_options(client_options(allow_http, timeout))
+                    .build()
+                    .map_err(|e| bad(&e.to_string()))?;
+                Ok(Arc::new(store))
+            })?;
+            Ok((store, path))
         }
         other => Err(bad(&format!("unsupported scheme {other:?} (http, https or s3)"))),
     }
+}
+
+/// The store built for `key`, built by `build` the first time.
+fn shared_store(key: String, build: impl FnOnce() -> io::Result<Arc<dyn ObjectStore>>) -> io::Result<Arc<dyn ObjectStore>> {
+    type Stores = std::sync::Mutex<std::collections::HashMap<String, Arc<dyn ObjectStore>>>;
+    static BUILT: OnceLock<Stores> = OnceLock::new();
+    let built = BUILT.get_or_init(Stores::default);
+    if let Some(store) = built.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key) {
+        return Ok(Arc::clone(store));
+    }
+    let store = build()?;
+    let mut stores = built.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if stores.len() >= STORES {
+        stores.clear();
+    }
+    Ok(Arc::clone(stores.entry(key).or_insert(store)))
 }
 
 fn describe(url: &Url, range: &Range<u64>, e: object_store::Error) -> io::Error {

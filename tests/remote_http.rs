@@ -9,7 +9,7 @@
 #[path = "remote_common/mod.rs"]
 mod common;
 
-use common::{assert_names_url_and_range, compare, every_layer, nginx, noise, Fault, FaultProxy, TempDir};
+use common::{assert_names_url_and_range, compare, every_layer, nginx, noise, ConnectionCounter, Fault, FaultProxy, TempDir};
 use std::time::Duration;
 use vds::{Dataset, ErrorKind, Order, Region};
 
@@ -29,6 +29,26 @@ fn every_layer_kind_reads_the_same_over_http() {
     let e = vds::remote::open(&missing).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
     assert!(e.to_string().contains(&missing), "{e}");
+}
+
+#[test]
+fn opens_of_one_server_share_a_client_and_its_connections() {
+    // Each open fetches the head and the tail at once, on two connections;
+    // opens after the first reuse them (nginx keeps them alive), where a
+    // client per open would connect twice each time.
+    let www = TempDir::new("shared");
+    let values = noise(&www.0.join("noise.vds"), 32, 16);
+    let server = nginx(&www.0);
+    let counter = ConnectionCounter::start(server.port);
+    let url = format!("http://127.0.0.1:{}/noise.vds", counter.port);
+    let full = Region::full(&[32, 32, 32]).unwrap();
+    let opens = 6;
+    for _ in 0..opens {
+        let remote = vds::remote::open(&url).unwrap();
+        assert!(remote.read_vec::<u32>("noise", &full, Order::C).unwrap() == values);
+    }
+    let connections = counter.connections.load(std::sync::atomic::Ordering::SeqCst);
+    assert!((1..=4).contains(&connections), "{opens} opens and reads made {connections} connections");
 }
 
 #[test]

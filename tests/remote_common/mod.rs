@@ -612,3 +612,34 @@ fn with_connection_close(head: &[u8]) -> Vec<u8> {
     out.push_str("Connection: close\r\n\r\n");
     out.into_bytes()
 }
+
+/// A transparent TCP relay on loopback in front of a server: it passes the
+/// bytes of every connection both ways unchanged and counts the connections
+/// clients open through it. Its threads end with the test process.
+pub struct ConnectionCounter {
+    pub port: u16,
+    pub connections: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl ConnectionCounter {
+    pub fn start(upstream: u16) -> ConnectionCounter {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let connections = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = connections.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else { continue };
+                for (mut from, mut to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Write);
+                    });
+                }
+            }
+        });
+        ConnectionCounter { port, connections }
+    }
+}
