@@ -26,7 +26,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV = os.path.join(ROOT, "target", "bench-venv")
 PEERS = ["numpy", "h5py", "hdf5plugin", "netCDF4", "zarr>=3", "ds-format", "blosc2", "tensorstore", "tiledb",
-         "fsspec", "aiohttp"]  # the last two: zarr and h5py over HTTP in bench/remote_peers.py
+         "fsspec", "aiohttp",  # zarr and h5py over HTTP in bench/remote_peers.py
+         "s3fs"]  # zarr and h5py over S3 (remote_peers.py --s3)
 
 if "--setup" in sys.argv:
     subprocess.check_call([sys.executable, "-m", "venv", VENV])

@@ -2,6 +2,7 @@
 
     python3 bench/peers.py --setup                  # once: target/bench-venv (the peers' venv; it has fsspec and aiohttp)
     python3 bench/remote_peers.py [--quick] [--latency-ms 20] [--bandwidth-mbit N] [--runs 3] [--dir DIR]
+    python3 bench/remote_peers.py --s3 [...]        # the same over S3
 
 What it measures: the same float32 volume (512^3, or 256^3 with --quick; suite b's smooth signal from
 bench/peers.py) is written as
@@ -23,12 +24,25 @@ to every request (--latency-ms, 20 by default: a distant region of a cloud) and,
 sends every body through one shared link of that rate (all connections together), and it counts the
 requests and the body bytes it sent per system (the first path component).
 
-For each system, each from a fresh open (a new client: new fsspec filesystem, new TensorStore context):
+Clients are shared as each library shares them by default: fsspec keeps one filesystem (one aiohttp
+session) per set of arguments, libvds one client per server (per bucket and AWS_* settings over S3),
+TensorStore one transport per process; the first open in the process pays for building it, and is not
+among the runs timed (one untimed open of each system comes first). For each system, each from a fresh
+open (a new array or file object, a new TensorStore context):
 open; open + one inline slice (a 2-D slice across axis 0, at n/2: from the tiles in libvds, from the
 64 bricks it crosses in the others); open + one 64^3 brick (at n/2 on every axis); open + the whole
 volume. Times are medians of --runs runs (3 by default); requests and bytes are those of the
 first run; every read is compared with the volume in memory. It prints a Markdown table with each
 time divided by libvds's. No timing is asserted.
+
+With --s3 the same server answers S3's path-style requests for the same files as bucket "bench"
+(GetObject and HeadObject with the same ranges, delay and counts, ListObjectsV2 with prefix and
+delimiter; signatures are not checked), read by libvds (`s3://` URLs, AWS_ENDPOINT_URL), zarr-python
+and h5py through s3fs (fsspec's instance cache: one S3FileSystem), TensorStore's zarr3 driver
+over its `s3` kvstore, and TileDB's own S3 client (the AWS C++ SDK; bench/peers.py's TileDB writer).
+moto's S3 server is not used here: it copies a whole object to answer each range request (88 MiB
+for each 256 KiB read of the container), a cost no real store has, which would weigh only on the
+single-object formats.
 """
 
 import argparse
@@ -81,14 +95,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as every real server and client
     disable_nagle_algorithm = True  # TCP_NODELAY, as nginx sets on keep-alive connections: no 40 ms stalls on a body's last segment
     root, latency, link = ".", 0.0, Link(0)
+    bucket = ""  # with a bucket name, S3 path style: /bucket/key, ListObjectsV2 at /bucket?list-type=2
     stats, stats_lock = {}, threading.Lock()
     aliases = {}  # prefix -> the directory it serves instead (two readers of one zarr store, counted apart)
 
     def log_message(self, *args):
         pass
 
-    def count(self, sent):
-        prefix = self.path.lstrip("/").split("/", 1)[0]
+    def key(self):
+        """The object's path under the root (for S3: the key, after the bucket), and the query."""
+        path, _, query = self.path.partition("?")
+        path = path.lstrip("/")
+        if self.bucket:
+            bucket, _, path = path.partition("/")
+            if bucket != self.bucket:
+                return None, query
+        return path, query
+
+    def count(self, key, sent):
+        prefix = (key or "").split("/", 1)[0]
         with self.stats_lock:
             s = self.stats.setdefault(prefix, [0, 0])
             s[0] += 1
@@ -108,28 +133,72 @@ class Handler(http.server.BaseHTTPRequestHandler):
             body = json.dumps(self.stats).encode()
         self.reply(200, {"Content-Type": "application/json", "Content-Length": str(len(body))}, body)
 
-    def file(self):
-        rel = self.path.split("?", 1)[0].lstrip("/")
-        prefix, _, rest = rel.partition("/")
-        base = os.path.join(self.aliases[prefix], rest) if prefix in self.aliases else os.path.join(self.root, rel)
+    def local(self, key):
+        """The local path of `key` (through the aliases), or None outside the root."""
+        prefix, _, rest = key.partition("/")
+        base = os.path.join(self.aliases[prefix], rest) if prefix in self.aliases else os.path.join(self.root, key)
         path = os.path.realpath(base)
-        return path if path.startswith(os.path.realpath(self.root) + os.sep) and os.path.isfile(path) else None
+        return path if path.startswith(os.path.realpath(self.root) + os.sep) else None
+
+    def file(self, key):
+        path = self.local(key) if key else None
+        return path if path and os.path.isfile(path) else None
+
+    def not_found(self, key):
+        self.count(key, 0)
+        if self.command == "GET" and self.bucket:  # S3's error document
+            body = f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>NoSuchKey</Code><Key>{key}</Key></Error>".encode()
+            return self.reply(404, {"Content-Type": "application/xml", "Content-Length": str(len(body))}, body)
+        return self.reply(404, {"Content-Length": "0"})
+
+    def list_objects(self, query):
+        """S3's ListObjectsV2 over the served directory (prefix and delimiter; every match in one page)."""
+        from urllib.parse import parse_qs
+        from xml.sax.saxutils import escape
+        q = {k: v[0] for k, v in parse_qs(query, keep_blank_values=True).items()}
+        prefix, delimiter = q.get("prefix", ""), q.get("delimiter", "")
+        top = prefix.split("/", 1)[0]
+        keys, common = [], set()
+        start = self.local(top) if top else None
+        for dirpath, _, files in os.walk(start) if start and os.path.isdir(start) else []:
+            for f in sorted(files):
+                key = top + "/" + os.path.relpath(os.path.join(dirpath, f), start)
+                if not key.startswith(prefix):
+                    continue
+                cut = key.find(delimiter, len(prefix)) if delimiter else -1
+                if cut >= 0:
+                    common.add(key[:cut + len(delimiter)])
+                else:
+                    keys.append((key, os.stat(os.path.join(dirpath, f))))
+        items = "".join(
+            f"<Contents><Key>{escape(k)}</Key><LastModified>{time.strftime('%Y-%m-%dT%H:%M:%S.000Z', time.gmtime(st.st_mtime))}"
+            f"</LastModified><ETag>&quot;{st.st_ino:x}-{st.st_size:x}&quot;</ETag><Size>{st.st_size}</Size>"
+            f"<StorageClass>STANDARD</StorageClass></Contents>" for k, st in sorted(keys))
+        items += "".join(f"<CommonPrefixes><Prefix>{escape(c)}</Prefix></CommonPrefixes>" for c in sorted(common))
+        body = (f"<?xml version='1.0' encoding='UTF-8'?><ListBucketResult xmlns='http://s3.amazonaws.com/doc/2006-03-01/'>"
+                f"<Name>{self.bucket}</Name><Prefix>{escape(prefix)}</Prefix><Delimiter>{escape(delimiter)}</Delimiter>"
+                f"<KeyCount>{len(keys) + len(common)}</KeyCount><MaxKeys>{max(1000, len(keys) + len(common))}</MaxKeys>"
+                f"<IsTruncated>false</IsTruncated>{items}</ListBucketResult>").encode()
+        self.count(prefix, len(body))
+        self.reply(200, {"Content-Type": "application/xml", "Content-Length": str(len(body))}, body)
 
     def answer(self):
         if self.path == "/_stats":
             return self.control()
         time.sleep(self.latency)
-        path = self.file()
+        key, query = self.key()
+        if self.bucket and key == "" and "list-type=2" in query:
+            return self.list_objects(query)
+        path = self.file(key)
         if path is None:
-            self.count(0)
-            return self.reply(404, {"Content-Length": "0"})
+            return self.not_found(key)
         st = os.stat(path)
         size = st.st_size
         etag = f'"{st.st_ino:x}-{size:x}-{st.st_mtime_ns:x}"'
         common = {"ETag": etag, "Last-Modified": email.utils.formatdate(st.st_mtime, usegmt=True), "Accept-Ranges": "bytes"}
         match = self.headers.get("If-Match")
         if match is not None and match.strip() not in (etag, "*"):
-            self.count(0)
+            self.count(key, 0)
             return self.reply(412, {"Content-Length": "0"})
         rng = self.headers.get("Range")
         if rng is None or self.command == "HEAD":
@@ -141,7 +210,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             except ValueError:
                 start, end = 1, 0  # malformed: not satisfiable
             if start > end or start >= size:
-                self.count(0)
+                self.count(key, 0)
                 return self.reply(416, {"Content-Range": f"bytes */{size}", "Content-Length": "0", **common})
             status = 206
             common["Content-Range"] = f"bytes {start}-{end}/{size}"
@@ -151,7 +220,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with open(path, "rb") as f:
                 f.seek(start)
                 body = f.read(n)
-        self.count(len(body))
+        self.count(key, len(body))
         self.reply(status, {"Content-Length": str(n), "Content-Type": "application/octet-stream", **common}, body)
 
     def do_GET(self):
@@ -170,9 +239,10 @@ class Listener(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
 
-def serve(root, latency_ms, mbit, aliases):
-    """The child: serves `root` on a free loopback port, prints the port, serves until killed."""
-    Handler.root, Handler.latency = root, latency_ms / 1e3
+def serve(root, latency_ms, mbit, bucket, aliases):
+    """The child: serves `root` (as bucket `bucket` over S3, unless "-") on a free loopback port, prints
+    the port, serves until killed."""
+    Handler.root, Handler.latency, Handler.bucket = root, latency_ms / 1e3, "" if bucket == "-" else bucket
     Handler.link = Link(mbit * 1e6 / 8 if mbit else 0)
     Handler.aliases = dict(a.split("=", 1) for a in aliases)
     server = Listener(("127.0.0.1", 0), Handler)
@@ -181,8 +251,8 @@ def serve(root, latency_ms, mbit, aliases):
 
 
 class Server:
-    def __init__(self, root, latency_ms, mbit, aliases):
-        args = [sys.executable, os.path.abspath(__file__), "--serve", root, str(latency_ms), str(mbit or 0), *aliases]
+    def __init__(self, root, latency_ms, mbit, aliases, bucket=None):
+        args = [sys.executable, os.path.abspath(__file__), "--serve", root, str(latency_ms), str(mbit or 0), bucket or "-", *aliases]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
         self.url = f"http://127.0.0.1:{int(self.proc.stdout.readline())}"
 
@@ -282,6 +352,74 @@ class H5Fsspec:
 SYSTEMS = [Vds(), Vds(cloud=False), ZarrFsspec(), TensorStoreHttp(), H5Fsspec()]
 
 
+# --- over S3: the same server, path style ---------------------------------------------------------
+BUCKET = "bench"
+S3_ENV = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_REGION": "us-east-1",
+          "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def s3fs_filesystem(url):
+    import s3fs
+    return s3fs.S3FileSystem(endpoint_url=url)  # fsspec's instance cache: one client per endpoint, as over HTTP
+
+
+class VdsS3(Vds):
+    """libvds's S3 client (`vds.open("s3://...")`, object_store), on the same two containers."""
+
+    def open(self, url):
+        import vds
+        return vds.open(f"s3://{BUCKET}/{self.prefix}/vol.vds")
+
+
+class ZarrS3fs(ZarrFsspec):
+    name = "zarr-python + s3fs"
+
+    def open(self, url):
+        import zarr
+        # zarr makes its own (asynchronous) S3FileSystem, from fsspec's instance cache.
+        return zarr.open_array(f"s3://{BUCKET}/{self.prefix}/vol.zarr", mode="r", zarr_format=3, storage_options={"endpoint_url": url})
+
+
+class TensorStoreS3(TensorStoreHttp):
+    name = "tensorstore (s3 kvstore)"
+
+    def open(self, url):
+        import tensorstore as ts
+        kv = {"driver": "s3", "bucket": BUCKET, "path": f"{self.prefix}/vol.zarr/", "endpoint": url, "aws_region": "us-east-1"}
+        return ts.open({"driver": "zarr3", "kvstore": kv}, read=True, context=ts.Context()).result()
+
+
+class H5S3fs(H5Fsspec):
+    name = "h5py + s3fs"
+
+    def open(self, url):
+        import h5py
+        return h5py.File(s3fs_filesystem(url).open(f"{BUCKET}/{self.prefix}/vol.h5", "rb"), "r")
+
+
+class TileDbS3:
+    """TileDB's own S3 client (the AWS C++ SDK): a dense array, one tile per 64^3 chunk, byte shuffle and
+    gzip level 1 (bench/peers.py's TileDB writer)."""
+    name, prefix = "tiledb (s3)", "tiledb"
+
+    def write(self, d, v):
+        peers.TileDb().write(os.path.join(d, self.prefix, "vol.tdb"), v, (CHUNK,) * 3, CODEC)
+
+    def open(self, url):
+        import tiledb
+        host = url.removeprefix("http://")
+        ctx = tiledb.Ctx({"vfs.s3.endpoint_override": host, "vfs.s3.scheme": "http", "vfs.s3.region": "us-east-1",
+                          "vfs.s3.use_virtual_addressing": "false", "vfs.s3.aws_access_key_id": S3_ENV["AWS_ACCESS_KEY_ID"],
+                          "vfs.s3.aws_secret_access_key": S3_ENV["AWS_SECRET_ACCESS_KEY"]})
+        return tiledb.open(f"s3://{BUCKET}/{self.prefix}/vol.tdb", attr="v", ctx=ctx)
+
+    def read(self, h, key):
+        return h[key]
+
+
+S3_SYSTEMS = [VdsS3(), VdsS3(cloud=False), ZarrS3fs(), TensorStoreS3(), H5S3fs(), TileDbS3()]
+
+
 # --- the run --------------------------------------------------------------------------------------
 
 
@@ -318,8 +456,8 @@ def measure(server, s, key, v, runs):
     return statistics.median(times), counted
 
 
-def sizes(d):
-    return {s.prefix: peers.size_of(os.path.join(d, s.prefix)) for s in SYSTEMS}
+def sizes(d, systems):
+    return {s.prefix: peers.size_of(os.path.join(d, s.prefix)) for s in systems if not hasattr(s, "alias_of")}
 
 
 def main():
@@ -329,35 +467,45 @@ def main():
     ap.add_argument("--bandwidth-mbit", type=float, default=None, help="one shared link of this rate (default: none)")
     ap.add_argument("--runs", type=int, default=3, help="runs of each row (the median is shown; default 3)")
     ap.add_argument("--dir", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "vds-remote-peers"))
-    ap.add_argument("--serve", nargs="+", help=argparse.SUPPRESS)  # the server child: root, latency, mbit, aliases
+    ap.add_argument("--s3", action="store_true", help="over S3 (path style), not plain HTTP")
+    ap.add_argument("--serve", nargs="+", help=argparse.SUPPRESS)  # the server child: root, latency, mbit, bucket, aliases
     o = ap.parse_args([x for x in sys.argv[1:] if x != "--setup"])
     if o.serve:
-        root, latency, mbit, *aliases = o.serve
-        return serve(root, float(latency), float(mbit), aliases)
+        root, latency, mbit, bucket, *aliases = o.serve
+        return serve(root, float(latency), float(mbit), bucket, aliases)
 
     from importlib.metadata import version
-    print("versions: " + ", ".join(f"{p} {version(p)}" for p in ["numpy", "zarr", "tensorstore", "fsspec", "aiohttp", "h5py", "vds"]))
+    shown = ["numpy", "zarr", "tensorstore", "h5py", "vds"] + (["s3fs", "tiledb"] if o.s3 else ["fsspec", "aiohttp"])
+    print("versions: " + ", ".join(f"{p} {version(p)}" for p in shown))
     load = os.getloadavg()
     n = 256 if o.quick else 512
+    systems = S3_SYSTEMS if o.s3 else SYSTEMS
     shutil.rmtree(o.dir, ignore_errors=True)
     os.makedirs(o.dir)
     v = peers.volume(n)
-    for s in SYSTEMS:
+    for s in systems:
         s.write(o.dir, v)
-    on_disk = sizes(o.dir)
-    aliases = [f"{s.prefix}={os.path.join(o.dir, s.alias_of)}" for s in SYSTEMS if hasattr(s, "alias_of")]
-    server = Server(o.dir, o.latency_ms, o.bandwidth_mbit, aliases)
-    link = f"one shared link of {o.bandwidth_mbit:g} Mbit/s" if o.bandwidth_mbit else "no bandwidth limit"
+    on_disk = sizes(o.dir, systems)
+    aliases = [f"{s.prefix}={os.path.join(o.dir, s.alias_of)}" for s in systems if hasattr(s, "alias_of")]
+    server = Server(o.dir, o.latency_ms, o.bandwidth_mbit, aliases, BUCKET if o.s3 else None)
+    if o.s3:
+        os.environ.update(S3_ENV, AWS_ENDPOINT_URL=server.url)
+    where = f"one shared link of {o.bandwidth_mbit:g} Mbit/s" if o.bandwidth_mbit else "no bandwidth limit"
+    where += ", over S3 (path style)" if o.s3 else ", over HTTP"
     print(f"\n{n}^3 float32 ({v.nbytes >> 20} MiB of values) in {CHUNK}^3 chunks, deflate/gzip level 1; "
-          f"{o.latency_ms:g} ms added to every request, {link}; on the server: "
-          + ", ".join(f"{s.name} {on_disk[s.alias_of if hasattr(s, 'alias_of') else s.prefix] / 2**20:.1f} MiB" for s in SYSTEMS))
+          f"{o.latency_ms:g} ms added to every request, {where}; stored: "
+          + ", ".join(f"{s.name} {on_disk[getattr(s, 'alias_of', s.prefix)] / 2**20:.1f} MiB" for s in systems))
     print("\n| operation | system | time | requests | MiB sent | time / libvds |")
     print("|---|---|---:|---:|---:|---:|")
     sys.stdout.flush()
     try:
+        for s in systems:  # each library's shared client, built once (untimed, uncounted)
+            close = getattr(s.open(server.url), "close", None)
+            if close:
+                close()
         for op, key in rows_of(n):
             ref = None
-            for s in SYSTEMS:
+            for s in systems:
                 secs, (requests, sent) = measure(server, s, key, v, o.runs)
                 ref = ref or secs
                 t = f"{secs * 1e3:.0f} ms" if secs < 10 else f"{secs:.1f} s"
