@@ -179,6 +179,9 @@ pub struct RemoteStorage {
     /// Ranges fetched ahead of their reads (Storage::will_read), by offset;
     /// each is dropped when read.
     ahead: std::sync::Mutex<std::collections::BTreeMap<u64, Vec<u8>>>,
+    /// Bytes held in `ahead` and reserved for fetches ahead in flight: at
+    /// most [`READ_AHEAD_MAX`], however many threads announce reads at once.
+    ahead_bytes: AtomicU64,
 }
 
 /// The most bytes fetched ahead of their reads that a storage holds.
@@ -378,6 +381,7 @@ impl RemoteStorage {
             round_trips: AtomicU64::new(1),
             bytes: AtomicU64::new(bytes),
             ahead: std::sync::Mutex::default(),
+            ahead_bytes: AtomicU64::new(0),
         })
     }
 
@@ -436,6 +440,7 @@ impl Storage for RemoteStorage {
             if let Some(bytes) = ahead.get(&offset).filter(|b| b.len() == buf.len()) {
                 buf.copy_from_slice(bytes);
                 ahead.remove(&offset);
+                self.ahead_bytes.fetch_sub(buf.len() as u64, Ordering::SeqCst);
                 return Ok(());
             }
         }
@@ -443,24 +448,40 @@ impl Storage for RemoteStorage {
     }
 
     fn will_read(&self, ranges: &[(u64, u64)]) {
-        let held: u64 = self.ahead.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().map(|b| b.len() as u64).sum();
-        let mut budget = READ_AHEAD_MAX.saturating_sub(held);
         let mut bufs: Vec<(u64, Vec<u8>)> = Vec::new();
-        for &(offset, len) in ranges {
-            let in_memory = offset.saturating_add(len) <= self.head.len() as u64 || offset >= self.tail_at;
-            if in_memory || len > budget || offset.checked_add(len).is_none_or(|end| end > self.meta.size) {
-                continue;
+        let mut reserved = 0u64;
+        {
+            let ahead = self.ahead.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            for &(offset, len) in ranges {
+                let in_memory =
+                    offset.saturating_add(len) <= self.head.len() as u64 || offset >= self.tail_at || ahead.contains_key(&offset);
+                if in_memory || offset.checked_add(len).is_none_or(|end| end > self.meta.size) {
+                    continue;
+                }
+                // Reserve the range's bytes before allocating them, or skip it.
+                let fits = |held: u64| held.checked_add(len).filter(|&t| t <= READ_AHEAD_MAX);
+                if self.ahead_bytes.fetch_update(Ordering::SeqCst, Ordering::SeqCst, fits).is_err() {
+                    continue;
+                }
+                reserved += len;
+                bufs.push((offset, vec![0u8; len as usize]));
             }
-            budget -= len;
-            bufs.push((offset, vec![0u8; len as usize]));
         }
-        if bufs.len() < 2 {
+        let fetched = bufs.len() >= 2 && {
+            let mut reads: Vec<(u64, &mut [u8])> = bufs.iter_mut().map(|(o, b)| (*o, b.as_mut_slice())).collect();
+            // A failure here is met again, and reported, by the read itself.
+            self.read_many(&mut reads).is_ok()
+        };
+        if !fetched {
+            self.ahead_bytes.fetch_sub(reserved, Ordering::SeqCst);
             return;
         }
-        let mut reads: Vec<(u64, &mut [u8])> = bufs.iter_mut().map(|(o, b)| (*o, b.as_mut_slice())).collect();
-        // A failure here is met again, and reported, by the read itself.
-        if self.read_many(&mut reads).is_ok() {
-            self.ahead.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(bufs);
+        let mut ahead = self.ahead.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (offset, bytes) in bufs {
+            // Another thread's announcement of the same range: keep one.
+            if let Some(old) = ahead.insert(offset, bytes) {
+                self.ahead_bytes.fetch_sub(old.len() as u64, Ordering::SeqCst);
+            }
         }
     }
 

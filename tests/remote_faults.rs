@@ -217,3 +217,37 @@ fn slow_answers_time_out_and_are_retried() {
     assert_names_url_and_range(&e, &server.url("f.vds"));
     assert!(started.elapsed() < Duration::from_secs(30), "gave up after {:?}", started.elapsed());
 }
+
+#[test]
+fn reads_announced_by_many_threads_at_once_stay_within_the_read_ahead_bound() {
+    // Six threads each announce 64 MiB of distinct ranges at the same
+    // moment, all in flight together (each answer waits 200 ms): together
+    // they fetch no more than READ_AHEAD_MAX ahead of their reads.
+    use vds::Storage;
+    const MIB: u64 = 1 << 20;
+    let server = FaultServer::start();
+    server.put("big", vec![7u8; (384 * MIB) as usize]);
+    let storage = RemoteStorage::open(&server.url("big")).unwrap();
+    let at_open = storage.stats().bytes;
+    server.set_latency(Duration::from_millis(200));
+    let start = std::sync::Barrier::new(6);
+    std::thread::scope(|s| {
+        for t in 0..6u64 {
+            let (storage, start) = (&storage, &start);
+            s.spawn(move || {
+                let ranges: Vec<(u64, u64)> = (0..16).map(|i| (t * 64 * MIB + i * 4 * MIB, 4 * MIB)).collect();
+                start.wait();
+                storage.will_read(&ranges);
+            });
+        }
+    });
+    let ahead = storage.stats().bytes - at_open;
+    assert!(ahead <= vds::remote::READ_AHEAD_MAX, "{} MiB fetched ahead", ahead / MIB);
+    assert!(ahead >= 64 * MIB, "only {} MiB fetched ahead", ahead / MIB);
+    // What was fetched ahead is what the object holds, and reading it frees its room.
+    let mut buf = vec![0u8; (4 * MIB) as usize];
+    for t in 0..6u64 {
+        storage.read_at(t * 64 * MIB, &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 7));
+    }
+}
