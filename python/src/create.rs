@@ -10,7 +10,7 @@ use crate::errors::{invalid, lib};
 use pyo3::prelude::*;
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use vds::{Axis, Codec, DType, DatasetBuilder, Durability, LodMethod, Scalar, VariableBuilder};
+use vds::{Axis, Codec, DType, DatasetBuilder, Durability, Layout, LodMethod, Scalar, VariableBuilder};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -25,6 +25,7 @@ struct Spec {
     sync: bool,
     #[serde(default)]
     slots: Vec<String>,
+    layout: Option<String>,
 }
 
 fn yes() -> bool {
@@ -223,6 +224,12 @@ pub(crate) fn create(py: Python<'_>, path: std::path::PathBuf, spec_json: &str) 
     for s in &spec.slots {
         b.external_slot(s);
     }
+    b.layout(match spec.layout.as_deref() {
+        None | Some("auto") => Layout::Auto,
+        Some("compact") => Layout::Compact,
+        Some("aligned") => Layout::Aligned,
+        Some(other) => return Err(invalid(py, format!("layout {other:?}: expected \"auto\", \"compact\" or \"aligned\""))),
+    });
     b.overwrite(spec.overwrite);
     b.durability(if spec.sync { Durability::Fsync } else { Durability::None });
     let ds = py.detach(|| b.create(&path));

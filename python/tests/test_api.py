@@ -427,3 +427,29 @@ def test_default_blocks_in_large_compressed_chunks(tmp_path, rng):
             assert ds["amp"].blocks == want, name
             np.testing.assert_array_equal(ds["amp"][...], ref)
             np.testing.assert_array_equal(ds["amp"][5, 7, :], ref[5, 7, :])
+
+
+def test_layout_compact_or_aligned(tmp_path, rng):
+    """``layout`` chooses the container's layout: a small file is a few hundred bytes in the compact one
+    (the default for it) and 4 KiB-aligned in the other; both read back the same values; large variables
+    get the aligned layout by default; an unknown layout is refused."""
+    small = rng.integers(-1000, 1000, 100).astype(np.int64)
+    sizes = {}
+    for layout in ["auto", "compact", "aligned"]:
+        path = tmp_path / f"{layout}.vds"
+        with vds.create(path, [("x", 100)], {"v": {"dtype": "int64", "dims": ["x"]}}, layout=layout) as ds:
+            ds["v"][...] = small
+        sizes[layout] = path.stat().st_size
+        with vds.open(path) as ds:
+            np.testing.assert_array_equal(ds["v"][...], small)
+            features = ds.descriptor()["features"]["incompat"]
+            assert ("compact_layout" in features) == (layout != "aligned"), (layout, features)
+    assert sizes["auto"] == sizes["compact"] < 1024 + small.nbytes, sizes
+    assert sizes["aligned"] >= 2 * 4096 + small.nbytes, sizes  # a 4 KiB head and a 4 KiB index page
+
+    # Over 64 KiB declared: aligned unless asked otherwise.
+    with vds.create(tmp_path / "big.vds", [("x", 10000)], {"v": {"dtype": "float64", "dims": ["x"]}}) as ds:
+        assert "compact_layout" not in ds.descriptor()["features"]["incompat"]
+    with pytest.raises(vds.InvalidArgumentError, match="layout 'tiny'|layout \"tiny\""):
+        vds.create(tmp_path / "bad.vds", [("x", 4)], {"v": {"dtype": "int8", "dims": ["x"]}}, layout="tiny")
+    assert not (tmp_path / "bad.vds").exists()

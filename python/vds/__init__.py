@@ -231,7 +231,7 @@ def _variable_spec(name, v):
 
 def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping[str, Mapping[str, Any]] | Sequence[Mapping[str, Any]],
            attrs: Mapping[str, Any] | None = None, *, overwrite: bool = False, sync: bool = True, slots: Sequence[str] = (),
-           memory_limit: int | None = None, cache_size: int | None = None) -> Dataset:
+           memory_limit: int | None = None, cache_size: int | None = None, layout: str = "auto") -> Dataset:
     """Creates a container and returns it open for writing (mode ``"r+"``).
 
     ``axes``: a sequence of ``(name, size)`` pairs or dicts with ``name``,
@@ -263,6 +263,14 @@ def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping
     ``attrs``: the dataset's attributes (JSON values). ``overwrite`` replaces
     an existing file (else :class:`AlreadyExistsError`); ``slots`` names
     external data files beside the container.
+
+    ``layout``: ``"auto"`` (the default) gives the compact layout to a
+    container whose variables declare at most 64 KiB, so that a small file
+    costs its data and a few hundred bytes, and the aligned one otherwise;
+    ``"compact"`` (128-byte head padding and commit slots, 256-byte index
+    pages while the file is under 64 KiB; read by format 1.4 and later) or
+    ``"aligned"`` (4 KiB-aligned head and index pages, read by every
+    format 1.x reader) choose one (SPEC.md 1.1).
     """
     if isinstance(variables, dict):
         items = list(variables.items())
@@ -278,6 +286,7 @@ def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping
         "overwrite": bool(overwrite),
         "sync": bool(sync),
         "slots": list(slots),
+        "layout": layout,
     }
     core = _vds.create(os.fspath(path), json.dumps(spec))
     if memory_limit is not None:
