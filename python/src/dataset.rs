@@ -8,7 +8,7 @@
 use crate::errors::{invalid, lib, to_py, Failure, Outcome};
 use numpy::{PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyTuple};
 use std::path::PathBuf;
 use std::sync::{PoisonError, RwLock};
 use vds::{Compression, Order, Region, Scalar, SlotPolicy};
@@ -249,8 +249,25 @@ fn json_text(v: &serde_json::Map<String, serde_json::Value>) -> String {
     serde_json::Value::Object(v.clone()).to_string()
 }
 
-/// What reads need of a variable: its name, dtype name, and the shape of each level of detail.
-type Layout = (String, &'static str, Vec<Vec<u64>>);
+/// The NumPy dtype of values of type `of`.
+fn numpy_dtype(py: Python<'_>, of: vds::DType) -> PyResult<Bound<'_, numpy::PyArrayDescr>> {
+    use numpy::dtype;
+    use vds::DType as D;
+    Ok(match of {
+        D::Int8 => dtype::<i8>(py),
+        D::Int16 => dtype::<i16>(py),
+        D::Int32 => dtype::<i32>(py),
+        D::Int64 => dtype::<i64>(py),
+        D::UInt8 => dtype::<u8>(py),
+        D::UInt16 => dtype::<u16>(py),
+        D::UInt32 => dtype::<u32>(py),
+        D::UInt64 => dtype::<u64>(py),
+        D::Float32 => dtype::<f32>(py),
+        D::Float64 => dtype::<f64>(py),
+        D::Bool => dtype::<bool>(py),
+        other => numpy::PyArrayDescr::new(py, other.name())?,
+    })
+}
 
 /// What a merge did: fragments merged, (fragment, reason) skipped, chunks adopted.
 type Merged = (Vec<String>, Vec<(String, String)>, u64);
@@ -411,14 +428,22 @@ impl Dataset {
         Ok(list)
     }
 
-    /// What reads need of every variable, cheaply: a list of (name, dtype name, shapes of its levels of detail).
-    fn layout(&self, py: Python<'_>) -> PyResult<Vec<Layout>> {
-        self.with(py, |d| {
-            Ok(d.variables()
-                .iter()
-                .map(|v| (v.name().to_owned(), v.dtype().name(), (0..v.levels_of_detail()).filter_map(|k| v.lod_shape(k)).collect()))
-                .collect())
-        })
+    /// What reads need of every variable, cheaply, as Python needs it: a list
+    /// of (NumPy dtype, [shape tuple of each level of detail]) and a dict
+    /// from variable name to index.
+    fn layout<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
+        let guard = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        let d = guard.as_ref().ok_or_else(|| to_py(py, Failure::Closed))?;
+        let (vars, names) = (PyList::empty(py), PyDict::new(py));
+        for (i, v) in d.variables().iter().enumerate() {
+            let shapes = PyList::empty(py);
+            for shape in (0..v.levels_of_detail()).filter_map(|k| v.lod_shape(k)) {
+                shapes.append(PyTuple::new(py, shape)?)?;
+            }
+            vars.append((numpy_dtype(py, v.dtype())?, shapes))?;
+            names.set_item(v.name(), i)?;
+        }
+        Ok((vars, names))
     }
 
     /// The variables, as a list of dicts (name, dtype, axes, shape, chunks, codec, ...).

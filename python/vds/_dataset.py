@@ -22,10 +22,6 @@ DEFAULT_MEMORY_LIMIT = 1 << 30
 _ZEROS = [(0,) * n for n in range(9)]
 _ONES = [(1,) * n for n in range(9)]
 
-# NumPy dtypes by libvds type name, made once: np.dtype(name) costs microseconds per call.
-_DTYPES = {n: np.dtype(n) for n in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                                    "float32", "float64", "bool")}
-
 
 def _json(value):
     """JSON text of an attribute value; NumPy scalars and arrays become numbers and lists."""
@@ -150,9 +146,8 @@ class Dataset(Mapping):
         once and kept until a change of shapes. Only what reads need: opening a file and reading
         it stays cheap; the rest (`_info`, `_axes`) is fetched on first use."""
         if self._meta is None:
-            layout = self._core.layout()
-            self._meta = ([(_DTYPES[dt], [tuple(s) for s in lods]) for _, dt, lods in layout],
-                          {name: i for i, (name, _, _) in enumerate(layout)}, None, None)
+            fast, names = self._core.layout()
+            self._meta = (fast, names, None, None)
         return self._meta
 
     def _info(self, index):
