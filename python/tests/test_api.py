@@ -418,6 +418,9 @@ def test_default_blocks_in_large_compressed_chunks(tmp_path, rng):
     for name, var, want in [
         ("d.vds", {"dtype": "float32", "dims": ["x", "y", "z"], "chunks": [64, 64, 64], "codec": "zstd"}, (32, 32, 32)),
         ("w.vds", {"dtype": "float32", "dims": ["x", "y", "z"], "chunks": [64, 64, 64], "codec": "zstd", "blocks": False}, None),
+        ("b.vds", {"dtype": "float32", "dims": ["x", "y", "z"], "chunks": [64, 64, 64], "codec": "zstd", "blocks": np.False_}, None),
+        ("e.vds", {"dtype": "float32", "dims": ["x", "y", "z"], "chunks": [64, 64, 64], "codec": "zstd",
+                   "blocks": np.array([16, 64, 64])}, (16, 64, 64)),
         ("s.vds", {"dtype": "float32", "dims": ["x", "y", "z"], "chunks": [32, 64, 64], "codec": "zstd"}, None),
         ("n.vds", {"dtype": "float32", "dims": ["x", "y", "z"], "chunks": [64, 64, 64]}, None),
     ]:
@@ -427,6 +430,13 @@ def test_default_blocks_in_large_compressed_chunks(tmp_path, rng):
             assert ds["amp"].blocks == want, name
             np.testing.assert_array_equal(ds["amp"][...], ref)
             np.testing.assert_array_equal(ds["amp"][5, 7, :], ref[5, 7, :])
+    # No shape at all is not a way to say whole chunks, nor is True one to ask for the default.
+    for blocks, message in [([], "blocks=\\[\\] has no extents"), (True, "blocks=True"), (np.True_, "blocks=True"),
+                            ("32", "expected a block shape"), (32, "expected a block shape")]:
+        var = {"dtype": "float32", "dims": ["x", "y", "z"], "chunks": [64, 64, 64], "codec": "zstd", "blocks": blocks}
+        with pytest.raises(vds.InvalidArgumentError, match=message):
+            vds.create(tmp_path / "bad.vds", axes=[("x", 64), ("y", 64), ("z", 64)], variables={"amp": var})
+        assert not (tmp_path / "bad.vds").exists()
 
 
 def test_layout_compact_or_aligned(tmp_path, rng):

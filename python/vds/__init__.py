@@ -224,9 +224,24 @@ def _variable_spec(name, v):
         "quantization": q,
         "margin": None if margin is None else ([margin, margin] if isinstance(margin, int) else list(margin)),
         "mask": bool(v.get("mask", False)),
-        "blocks": (None if v.get("blocks") is None
-                   else [] if v["blocks"] is False else [int(b) for b in v["blocks"]]),
+        "blocks": _blocks_spec(name, v.get("blocks")),
     }
+
+
+def _blocks_spec(name, blocks):
+    """None (the default blocks), [] (whole chunks: ``False``) or a block shape."""
+    if blocks is None:
+        return None
+    if isinstance(blocks, (bool, np.bool_)):
+        if blocks:
+            raise InvalidArgumentError(f"variable {name!r}: blocks=True: give a block shape, or leave blocks out for the default")
+        return []
+    if isinstance(blocks, (str, bytes)) or not hasattr(blocks, "__iter__"):
+        raise InvalidArgumentError(f"variable {name!r}: blocks={blocks!r}: expected a block shape (one extent per axis) or False")
+    shape = [int(b) for b in blocks]
+    if not shape:
+        raise InvalidArgumentError(f"variable {name!r}: blocks=[] has no extents: give one per axis, or blocks=False for whole chunks")
+    return shape
 
 
 def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping[str, Mapping[str, Any]] | Sequence[Mapping[str, Any]],
