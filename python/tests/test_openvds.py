@@ -22,11 +22,12 @@ FORMAT_DTYPE = {"Format_U8": np.uint8, "Format_U16": np.uint16, "Format_U32": np
                 "Format_R32": np.float32, "Format_R64": np.float64}
 
 
-def ovds_create(path, axes, channels, data, metadata=(), brick="BrickSize_32"):
+def ovds_create(path, axes, channels, data, metadata=(), brick="BrickSize_32", margin=(0, 0)):
     """Writes an OpenVDS volume with openvds's page accessors: ``axes`` as (samples, name, unit, min, max),
     dimension 0 first; ``data[k]`` the values of channel k as a NumPy array in C order of the reversed
-    dimensions (per-trace channels: trace dimensions reversed, then the values of a trace)."""
-    layout = LD(getattr(LD.BrickSize, brick), 0, 0, 4, LD.LODLevels.LODLevels_None, LD.Options.Options_None)
+    dimensions (per-trace channels: trace dimensions reversed, then the values of a trace); bricks with
+    ``margin`` (negative, positive), each page written whole, margins included."""
+    layout = LD(getattr(LD.BrickSize, brick), margin[0], margin[1], 4, LD.LODLevels.LODLevels_None, LD.Options.Options_None)
     md = openvds.MetadataContainer()
     for category, name, kind, value in metadata:
         getattr(md, "setMetadata" + kind)(category, name, value)
@@ -97,8 +98,9 @@ def ovds_describe(path):
             if k.type.name == "BLOB":
                 v = bytes(np.array(v, copy=False, dtype=np.uint8))
             metadata[(k.category, k.name)] = v
-        return {"axes": axes, "channels": channels, "metadata": metadata,
-                "brick": layout.getLayoutDescriptor().getBrickSize().name}
+        descriptor = layout.getLayoutDescriptor()
+        return {"axes": axes, "channels": channels, "metadata": metadata, "brick": descriptor.getBrickSize().name,
+                "margin": (descriptor.getNegativeMargin(), descriptor.getPositiveMargin())}
     finally:
         openvds.close(handle)
 
@@ -552,3 +554,46 @@ def test_wavelet_compressed_volume_reads_as_openvds_decodes_it(tmp_path, rng):
     with vds.open(out) as ds:
         np.testing.assert_array_equal(ds["Amplitude"][...], decoded)
         assert ds.attrs["openvds"]["compression"]["method"] == "Wavelet"
+
+
+def test_margins_are_carried_both_ways(tmp_path, rng):
+    """An OpenVDS brick of 32 with margins (4, 4) becomes a 24-sample chunk with the margin (4, 4), the same
+    bricks; back, the margin and brick size return; a libvds variable with a margin gives its volume one."""
+    path = str(tmp_path / "m.vds")
+    axes = [(70, "Sample", "ms", 0.0, 138.0), (40, "Crossline", "", 1.0, 40.0), (10, "Inline", "", 1.0, 10.0)]
+    amplitude = rng.standard_normal((10, 40, 70)).astype(np.float32)
+    live = (rng.random((10, 40)) > 0.1).astype(np.uint8)
+    channels = [CD(CD.Format.Format_R32, CD.Components.Components_1, "Amplitude", "", -4.0, 4.0),
+                CD(CD.Format.Format_U8, CD.Components.Components_1, "Trace", "", 0.0, 1.0, openvds.VolumeDataMapping.PerTrace,
+                   1, CD.Flags.DiscreteData, 1.0, 0.0)]
+    ovds_create(path, axes, channels, [amplitude, live], margin=(4, 4))
+    assert ovds_describe(path)["margin"] == (4, 4)
+    np.testing.assert_array_equal(ovds_read(path, 0), amplitude)
+
+    converted = tmp_path / "m.lvds"
+    vds.from_openvds(path, converted)
+    with vds.open(converted) as ds:
+        amp = ds["Amplitude"]
+        assert amp.margin == (4, 4) and amp.chunks == (10, 24, 24), (amp.margin, amp.chunks)
+        assert ds["Trace"].margin == (0, 0)
+        np.testing.assert_array_equal(amp.read(), amplitude)
+        np.testing.assert_array_equal(ds["Trace"][...], live)
+        assert ds.attrs["openvds"]["layout"]["negative_margin"] == 4
+
+    back = str(tmp_path / "back.vds")
+    vds.to_openvds(converted, back)
+    described = ovds_describe(back)
+    assert described["margin"] == (4, 4) and described["brick"] == "BrickSize_32", described
+    np.testing.assert_array_equal(ovds_read(back, 0), amplitude)
+
+    # A container written by libvds: chunks of 28 with a margin of (2, 2) are OpenVDS bricks of 32.
+    made = tmp_path / "made.lvds"
+    values = rng.standard_normal((30, 40, 50)).astype(np.float32)
+    with vds.create(made, [("i", 30), ("j", 40), ("k", 50)],
+                    {"v": {"dtype": "float32", "dims": ["i", "j", "k"], "chunks": [28, 28, 28], "margin": [2, 2]}}) as ds:
+        ds["v"][...] = values
+    made_ovds = str(tmp_path / "made.vds")
+    vds.to_openvds(made, made_ovds)
+    described = ovds_describe(made_ovds)
+    assert described["margin"] == (2, 2) and described["brick"] == "BrickSize_32", described
+    np.testing.assert_array_equal(ovds_read(made_ovds, 0), values)

@@ -456,6 +456,12 @@ class Variable:
         return None if b is None else tuple(b)
 
     @property
+    def margin(self) -> tuple[int, int]:
+        """The samples each stored chunk carries from its neighbours, (before, after) along every axis; (0, 0) for none."""
+        a, b = self._info()["margin"]
+        return (a, b)
+
+    @property
     def quantization(self) -> dict[str, Any] | None:
         """How values are stored as integers: a dict (``storage``, ``min``, ``max``), or None."""
         q = self._info()["quantization"]

@@ -46,8 +46,14 @@ How the two models meet:
   mask becomes a ``Trace`` channel (1 where a trace holds a value).
 - **Levels of detail** are declared alike (OpenVDS LODLevels_N, libvds
   N + 1 levels), never copied: each library computes its own from level 0.
-- **Not carried:** 2-D tile layers and margins, and channels of more than
-  one component (refused).
+- **Margins** of a 3-D volume are carried both ways: an OpenVDS brick of
+  size B with margins (a, b) becomes a libvds chunk of B - a - b samples
+  with the margin (a, b), so that the stored bricks are the same, and a
+  3-D variable's margin becomes the volume's (its bricks its chunks with
+  their margins, when that is an OpenVDS brick size).
+- **Not carried:** 2-D tile layers, margins of 2-D and 4-D to 6-D volumes
+  (their values convert, without margins), and channels of more than one
+  component (refused).
 """
 
 from __future__ import annotations
@@ -198,6 +204,12 @@ def from_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, co
         # A brick layer of a 2-D volume has bricks larger by the 2-D multiplier.
         edge = brick * descriptor.getBrickSizeMultiplier2D() if ndim == 2 else brick
         lod_levels = 0 if descriptor.getLODLevels().name == "LODLevels_None" else int(descriptor.getLODLevels().name.split("_")[1])
+        # Margins: an OpenVDS brick of a 3-D volume holds its core (the brick size less both margins)
+        # and its neighbours' samples around it, as a libvds chunk with a margin does around its
+        # chunk shape, so that the bricks stay the same.
+        margin = (descriptor.getNegativeMargin(), descriptor.getPositiveMargin())
+        if ndim != 3 or margin == (0, 0) or max(margin) > 64 or brick - sum(margin) < 1:
+            margin = (0, 0)
         variables: dict[str, dict[str, Any]] = {}
         channels = []
         for c in range(layout.getChannelCount()):
@@ -240,9 +252,11 @@ def from_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, co
             spec: dict[str, Any] = {
                 "dtype": "float32" if quantized else kept.get("dtype", dtype), "dims": dims, "unit": cd.getUnit(),
                 "codec": codec, "attrs": attrs,
-                "chunks": [min(edge, a["size"]) for a in axes if a["name"] in dims[:len(dims) - (count > 1)]]
-                + ([count] if count > 1 else []),
+                "chunks": [min(edge if per_trace else edge - sum(margin), a["size"]) for a in axes
+                           if a["name"] in dims[:len(dims) - (count > 1)]] + ([count] if count > 1 else []),
             }
+            if margin != (0, 0) and not per_trace:
+                spec["margin"] = list(margin)
             if quantized:
                 qmax = 255 if fmt == "Format_U8" else 65535
                 spec["quantization"] = (dtype, offset, offset + scale * qmax)
@@ -502,15 +516,24 @@ def to_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, vari
         if not 2 <= ndim <= 6:
             raise UnsupportedError(f"{src_s}: {primary.name!r} has {ndim} axes; OpenVDS volumes have 2 to 6")
         layout_kept = kept.get("layout", {})
-        brick = int(brick_size or layout_kept.get("brick_size", 64))
+        # A 3-D primary variable's margin becomes the volume's, its chunks with their margins the
+        # bricks (when that is an OpenVDS brick size and no other was asked for or kept).
+        margin = primary.margin if ndim == 3 else (0, 0)
+        # (Along axes shorter than a chunk, the chunk is the axis.)
+        bricks = {c + sum(margin) for c, n in zip(primary.chunks, primary.shape) if c < n}
+        default = min(bricks) if margin != (0, 0) and len(bricks) == 1 and min(bricks) in _BRICK_SIZES else 64
+        brick = int(brick_size or layout_kept.get("brick_size", default))
         if brick not in _BRICK_SIZES:
             raise InvalidArgumentError(f"brick_size {brick}: OpenVDS bricks are {sorted(_BRICK_SIZES)} samples")
+        if brick <= sum(margin):
+            margin = (0, 0)
         LD = ovds.VolumeDataLayoutDescriptor
         # Levels of detail as kept from OpenVDS, else as many as the primary variable has
         # (OpenVDS computes its own from level 0).
         lods = layout_kept.get("lod_levels", f"LODLevels_{min(primary.levels - 1, 12)}" if primary.levels > 1 else "LODLevels_None")
-        # No margins: pages are then exactly the bricks, each written from one box of the container.
-        descriptor = LD(getattr(LD.BrickSize, _BRICK_SIZES[brick]), 0, 0, int(layout_kept.get("brick_size_multiplier_2d", 4)),
+        # Each page, margins included, is written from one box of the container.
+        descriptor = LD(getattr(LD.BrickSize, _BRICK_SIZES[brick]), margin[0], margin[1],
+                        int(layout_kept.get("brick_size_multiplier_2d", 4)),
                         getattr(LD.LODLevels, lods if hasattr(LD.LODLevels, lods) else "LODLevels_None"),
                         LD.Options.Options_None, int(layout_kept.get("full_resolution_dimension", 0)))
         oaxes = [ovds.VolumeDataAxisDescriptor(ds.axes[d].size, d, ds.axes[d].unit, float(ds.axes[d].first),
