@@ -69,7 +69,10 @@
 //! blocking. Do not call it from inside another tokio runtime's async task.
 //! Opens of the same server (or S3 bucket, with the same `AWS_*` settings)
 //! share one client: its connections stay open between them, and its root
-//! certificates are loaded once per process, not at every open.
+//! certificates are loaded once per process, not at every open. A child
+//! process made by fork() builds its own runtime and clients at its first
+//! request (the parent's threads do not exist in it), so containers opened
+//! before the fork read on in both processes.
 
 use crate::{Dataset, OpenOptions, Storage};
 use object_store::aws::AmazonS3Builder;
@@ -164,7 +167,10 @@ pub struct Stats {
 
 /// A read-only [`Storage`] over one object of a web server or an S3 bucket.
 pub struct RemoteStorage {
-    store: Arc<dyn ObjectStore>,
+    /// The client, and the process it was made in: a child made by fork()
+    /// takes its own (see [`runtime`]).
+    store: std::sync::Mutex<(u32, Arc<dyn ObjectStore>)>,
+    timeout: Duration,
     url: Url,
     path: ObjectPath,
     /// The object as first seen: every later response must match it.
@@ -197,13 +203,23 @@ impl std::fmt::Debug for RemoteStorage {
     }
 }
 
+/// The runtime of this process. A child made by fork() has none of its
+/// parent's threads, so the parent's runtime (and every client whose
+/// connections it drove) would hang there: the child builds its own, and
+/// the parent's copy is left alone, never dropped.
 fn runtime() -> io::Result<&'static tokio::runtime::Runtime> {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    if let Some(rt) = RT.get() {
-        return Ok(rt);
+    static RT: std::sync::Mutex<Option<(u32, &'static tokio::runtime::Runtime)>> = std::sync::Mutex::new(None);
+    let mut rt = RT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let pid = std::process::id();
+    match *rt {
+        Some((owner, runtime)) if owner == pid => Ok(runtime),
+        _ => {
+            let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("vds-remote").enable_all().build()?;
+            let runtime: &'static tokio::runtime::Runtime = Box::leak(Box::new(runtime));
+            *rt = Some((pid, runtime));
+            Ok(runtime)
+        }
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("vds-remote").enable_all().build()?;
-    Ok(RT.get_or_init(|| rt))
 }
 
 fn client_options(allow_http: bool, timeout: Duration) -> ClientOptions {
@@ -265,20 +281,30 @@ fn store_for(url: &Url, timeout: Duration) -> io::Result<(Arc<dyn ObjectStore>, 
     }
 }
 
-/// The store built for `key`, built by `build` the first time.
+/// The store built for `key` in this process, built by `build` the first
+/// time (a child made by fork() builds its own: see [`runtime`]).
 fn shared_store(key: String, build: impl FnOnce() -> io::Result<Arc<dyn ObjectStore>>) -> io::Result<Arc<dyn ObjectStore>> {
-    type Stores = std::sync::Mutex<std::collections::HashMap<String, Arc<dyn ObjectStore>>>;
+    type Stores = std::sync::Mutex<(u32, std::collections::HashMap<String, Arc<dyn ObjectStore>>)>;
     static BUILT: OnceLock<Stores> = OnceLock::new();
     let built = BUILT.get_or_init(Stores::default);
-    if let Some(store) = built.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key) {
-        return Ok(Arc::clone(store));
+    let pid = std::process::id();
+    {
+        let mut stores = built.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if stores.0 != pid {
+            // The parent's clients: never dropped here, where their tasks cannot run.
+            std::mem::forget(std::mem::take(&mut stores.1));
+            stores.0 = pid;
+        }
+        if let Some(store) = stores.1.get(&key) {
+            return Ok(Arc::clone(store));
+        }
     }
     let store = build()?;
     let mut stores = built.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if stores.len() >= STORES {
-        stores.clear();
+    if stores.1.len() >= STORES {
+        stores.1.clear();
     }
-    Ok(Arc::clone(stores.entry(key).or_insert(store)))
+    Ok(Arc::clone(stores.1.entry(key).or_insert(store)))
 }
 
 fn describe(url: &Url, range: &Range<u64>, e: object_store::Error) -> io::Error {
@@ -350,10 +376,10 @@ impl RemoteStorage {
     pub fn open_with_timeout(url: &str, timeout: Duration) -> io::Result<RemoteStorage> {
         let url = Url::parse(url).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {e}")))?;
         let (store, path) = store_for(&url, timeout)?;
-        RemoteStorage::open_in(store, url, path)
+        RemoteStorage::open_in(store, timeout, url, path)
     }
 
-    fn open_in(store: Arc<dyn ObjectStore>, url: Url, path: ObjectPath) -> io::Result<RemoteStorage> {
+    fn open_in(store: Arc<dyn ObjectStore>, timeout: Duration, url: Url, path: ObjectPath) -> io::Result<RemoteStorage> {
         let requests = AtomicU64::new(0);
         let rt = runtime()?;
         let (first, last) = rt.block_on(async {
@@ -370,7 +396,8 @@ impl RemoteStorage {
         };
         let bytes = (head.len() + tail.len()) as u64;
         Ok(RemoteStorage {
-            store,
+            store: std::sync::Mutex::new((std::process::id(), store)),
+            timeout,
             url,
             path,
             meta,
@@ -399,7 +426,19 @@ impl RemoteStorage {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{url} is not in the store of {}", self.url)));
         }
         let path = ObjectPath::from_url_path(url.path()).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {e}")))?;
-        RemoteStorage::open_in(self.store.clone(), url, path)
+        RemoteStorage::open_in(self.store()?, self.timeout, url, path)
+    }
+
+    /// The client of this process (see [`runtime`]).
+    fn store(&self) -> io::Result<Arc<dyn ObjectStore>> {
+        let mut store = self.store.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let pid = std::process::id();
+        if store.0 != pid {
+            let (fresh, _) = store_for(&self.url, self.timeout)?;
+            std::mem::forget(std::mem::replace(&mut store.1, fresh));
+            store.0 = pid;
+        }
+        Ok(Arc::clone(&store.1))
     }
 
     /// The object's URL.
@@ -516,11 +555,13 @@ impl Storage for RemoteStorage {
             }
         }
         self.round_trips.fetch_add(ranges.len().div_ceil(CONCURRENCY) as u64, Ordering::Relaxed);
+        let store = self.store()?;
+        let store: &dyn ObjectStore = &*store;
         let fetched: Vec<(Range<u64>, Vec<u8>)> = runtime()?.block_on(async {
             use futures::stream::{StreamExt, TryStreamExt};
             futures::stream::iter(ranges.into_iter().map(|range| async move {
                 let (meta, got, bytes) = fetch(
-                    &*self.store,
+                    store,
                     &self.url,
                     &self.path,
                     GetRange::Bounded(range.clone()),

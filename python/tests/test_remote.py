@@ -76,3 +76,39 @@ def test_publish_uploads_a_cloud_optimized_copy(tmp_path, bucket):
     with pytest.raises(vds.NotFoundError):
         vds.publish(tmp_path / "absent.vds", "s3://py-bucket/pub/q.vds")
 
+
+
+def test_a_forked_child_reads_remote_containers(tmp_path, bucket):
+    """A child made by fork() (multiprocessing's default on Linux, PyTorch's DataLoader workers) reads through
+    a dataset its parent opened and opens new ones: it builds its own network runtime and clients, where the
+    parent's threads do not exist. Without that the child's first request never completes."""
+    import time
+
+    path = tmp_path / "f.vds"
+    data = np.arange(32 * 32 * 32, dtype=np.int32).reshape(32, 32, 32)
+    spec = {"v": {"dtype": "int32", "dims": ["x", "y", "z"], "chunks": [8, 8, 8], "codec": ("zstd", 1)}}
+    with vds.create(path, axes=[("x", 32), ("y", 32), ("z", 32)], variables=spec) as ds:
+        ds["v"][...] = data
+    bucket.put_object(Bucket="py-bucket", Key="f/f.vds", Body=path.read_bytes())
+    url = "s3://py-bucket/f/f.vds"
+    held = vds.open(url, cache_size=0)
+    assert np.array_equal(held["v"][:4], data[:4])  # the parent's runtime and client are running
+    pid = os.fork()
+    if pid == 0:  # the child: exit code 0 when both reads match, 1 when they differ, 2 on an error
+        code = 2
+        try:
+            inherited = held["v"][8:]
+            with vds.open(url) as fresh:
+                code = 0 if np.array_equal(inherited, data[8:]) and np.array_equal(fresh["v"][...], data) else 1
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child's remote reads did not complete in 60 s")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+    assert np.array_equal(held["v"][...], data)  # the parent reads on
+    held.close()
