@@ -270,6 +270,12 @@ class Server:
 # returns a handle (a fresh client), read(h, key) the selection as a NumPy array.
 
 
+def file_under(d, prefix, name):
+    """The path of `name` in directory `prefix` of `d`, the directory made."""
+    os.makedirs(os.path.join(d, prefix), exist_ok=True)
+    return os.path.join(d, prefix, name)
+
+
 class Vds:
     """libvds's own HTTP client (`vds.open(url)`): the container compacted into the cloud-optimized
     arrangement (`compact("cloud")`, what `vds.publish` uploads: every index page right after the
@@ -282,8 +288,7 @@ class Vds:
     def write(self, d, v):
         import vds
         n = v.shape[0]
-        path = os.path.join(d, self.prefix, "vol.vds")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        path = file_under(d, self.prefix, "vol.vds")
         spec = {"v": {"dtype": "float32", "dims": peers.DIMS, "chunks": [CHUNK] * 3, "codec": CODEC, "partitionings": [[1, n, n]]}}
         with vds.create(path, list(zip(peers.DIMS, v.shape)), spec, overwrite=True, sync=False) as ds:
             ds["v"][...] = v
@@ -303,9 +308,7 @@ class ZarrFsspec:
     name, prefix = "zarr-python + fsspec", "zarr"
 
     def write(self, d, v):
-        path = os.path.join(d, self.prefix, "vol.zarr")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        peers.Zarr().write(path, v, (CHUNK,) * 3, CODEC)
+        peers.Zarr().write(file_under(d, self.prefix, "vol.zarr"), v, (CHUNK,) * 3, CODEC)
 
     def open(self, url):
         import zarr
@@ -336,9 +339,7 @@ class H5Fsspec:
     name, prefix = "h5py + fsspec HTTPFile", "h5"
 
     def write(self, d, v):
-        path = os.path.join(d, self.prefix, "vol.h5")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        peers.H5().write(path, v, (CHUNK,) * 3, CODEC)
+        peers.H5().write(file_under(d, self.prefix, "vol.h5"), v, (CHUNK,) * 3, CODEC)
 
     def open(self, url):
         import fsspec
@@ -403,7 +404,7 @@ class TileDbS3:
     name, prefix = "tiledb (s3)", "tiledb"
 
     def write(self, d, v):
-        peers.TileDb().write(os.path.join(d, self.prefix, "vol.tdb"), v, (CHUNK,) * 3, CODEC)
+        peers.TileDb().write(file_under(d, self.prefix, "vol.tdb"), v, (CHUNK,) * 3, CODEC)
 
     def open(self, url):
         import tiledb
