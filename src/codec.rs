@@ -77,6 +77,14 @@ pub(crate) fn raw_len(dtype: DType, elems: usize) -> usize {
     }
 }
 
+/// Whether a chunk of `dtype` in memory form is byte for byte its raw
+/// on-disk form, so that it can be stored and read without a copy: every
+/// type but bool (packed on disk) on little-endian hosts, and one-byte types
+/// everywhere.
+pub(crate) fn raw_is_memory_form(dtype: DType) -> bool {
+    dtype != DType::Bool && (dtype.size() == 1 || cfg!(target_endian = "little"))
+}
+
 /// Converts native-endian elements to little-endian in place (nothing to do on little-endian hosts).
 #[allow(unused_variables)]
 pub(crate) fn native_to_le(buf: &mut [u8], esize: usize) {
@@ -147,7 +155,7 @@ pub(crate) fn encode_shaped(dtype: DType, codec: Codec, data: &[u8], shape: &[us
     // is only copied out when the chunk is stored raw.
     let compressed = if shuffle {
         compress(&shuffle_to_le(data, esize), level)
-    } else if dtype != DType::Bool && (esize == 1 || cfg!(target_endian = "little")) {
+    } else if raw_is_memory_form(dtype) {
         compress(data, level)
     } else {
         compress(&raw_form(), level)

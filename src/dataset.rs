@@ -46,7 +46,7 @@ pub use locking::FILE_LOCKING_ENV;
 pub use maintenance::{CompactReport, Recovery, Space, VerifyReport};
 use open::BodyPrefix;
 pub use options::{is_url, Durability, OpenOptions, SlotOpener, SlotPolicy};
-use write::{prepare, Prepared};
+use write::prepare;
 
 /// Counts of a dataset's index entries and stored bytes (see [`Dataset::stats`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -460,12 +460,7 @@ impl Dataset {
             if only.is_some_and(|v| h.layer.index != v) {
                 continue;
             }
-            let e = match prepare(&h.layer, &h.coords, &h.data, h.lossless) {
-                Prepared::Entry(e) => e,
-                Prepared::Bytes { codec, bytes, crc, hash } => {
-                    Entry::Stored { codec, slot: 0, offset: 0, length: bytes.len() as u32, crc, hash }
-                }
-            };
+            let e = prepare(&h.layer, &h.coords, &h.data, h.lossless).entry_unplaced(&h.data);
             count(k, &e)?;
         }
         Ok(s)

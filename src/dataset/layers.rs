@@ -2,7 +2,7 @@
 //! layer a read goes to, reading a level or a slice, and bringing every
 //! layer up to date from level 0 of the first partitioning at commit.
 
-use super::plan::{chunk_key, cores, fill_chunk, pipeline, valid_part, PARALLEL_MIN_BYTES};
+use super::plan::{chunk_key, cores, fill_chunk, pipeline, valid_part, Buffers, PARALLEL_MIN_BYTES};
 use super::write::prepare;
 use super::{Dataset, VarRef};
 use crate::array::{as_bytes, as_bytes_mut, copy_block, strides, Element, Order, Region, Span};
@@ -276,18 +276,19 @@ impl Dataset {
         let src_bytes = from.chunk_elems * from.esize();
         let workers = if sources.len() * src_bytes < PARALLEL_MIN_BYTES { 1 } else { cores().min(sources.len()) };
         let this = &*self;
+        let buffers = Buffers::new(src_bytes);
         pipeline(
             sources.len(),
             workers,
             || (),
             |(), i| {
-                let mut data = Vec::new();
-                this.reserve(&mut data, src_bytes, "a chunk copied between layers")?;
+                let mut data = buffers.take()?;
                 this.load_chunk(from, &sources[i], &mut data)?;
                 Ok(data)
             },
             |i, data| {
                 scatter(from, &sources[i], &data, to, &tlo, &tdims, buf);
+                buffers.give(data);
                 Ok(())
             },
         )?;
@@ -301,7 +302,7 @@ impl Dataset {
             |t, prepared| {
                 let key = chunk_key(to, &targets[t]);
                 self.unhold(&key);
-                let entry = self.store_prepared(to, prepared)?;
+                let entry = self.store_prepared(to, prepared, &buf[t * tbytes..(t + 1) * tbytes])?;
                 self.pending.insert(key, Some(entry));
                 Ok(())
             },

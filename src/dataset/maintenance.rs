@@ -549,7 +549,7 @@ impl Dataset {
                             let e = match (fold, layer) {
                                 // Routed by the policy, as a new chunk would be.
                                 (Fold::IntoSlots, Some(layer)) => {
-                                    new.store_prepared(layer, Prepared::Bytes { codec: cb, bytes, crc, hash })?
+                                    new.store_prepared(layer, Prepared::Bytes { codec: cb, bytes, crc, hash }, &[])?
                                 }
                                 _ => {
                                     let at = new.end;

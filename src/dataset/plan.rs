@@ -89,6 +89,42 @@ pub(super) fn pipeline<S, T: Send>(
     })
 }
 
+/// Chunk buffers handed between the threads of a [`pipeline`] and reused:
+/// a buffer taken by a worker comes back once its chunk is stored, so that
+/// each chunk does not cost a fresh allocation (for large chunks, fresh
+/// zeroed pages from the kernel). Holds no more buffers than were in
+/// flight at once, which the pipeline bounds.
+pub(super) struct Buffers {
+    bytes: usize,
+    free: std::sync::Mutex<Vec<Vec<u8>>>,
+}
+
+impl Buffers {
+    /// A pool of buffers of `bytes` bytes each.
+    pub(super) fn new(bytes: usize) -> Self {
+        Buffers { bytes, free: std::sync::Mutex::new(Vec::new()) }
+    }
+
+    /// A buffer of the pool's size, with whatever contents it held last.
+    pub(super) fn take(&self) -> Result<Vec<u8>> {
+        if let Some(buf) = self.free.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop() {
+            return Ok(buf);
+        }
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(self.bytes)
+            .map_err(|_| Error::new(ErrorKind::OutOfMemory, format!("cannot allocate a chunk buffer of {} bytes", self.bytes)))?;
+        buf.resize(self.bytes, 0);
+        Ok(buf)
+    }
+
+    /// Returns a buffer to the pool (one of another size is dropped).
+    pub(super) fn give(&self, buf: Vec<u8>) {
+        if buf.len() == self.bytes {
+            self.free.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(buf);
+        }
+    }
+}
+
 /// Sets every element of a chunk buffer to `value` (one element, native order).
 pub(super) fn fill_chunk(var: &Variable, value: &[u8], buf: &mut [u8]) {
     fill_block(&[Span { count: var.chunk_elems, src: 0, dst: 1 }], &value[..var.esize()], buf, 0);

@@ -10,7 +10,7 @@ use crate::cache::ChunkId;
 use crate::codec::{self, blocks, blocks::CODEC_BLOCKS};
 use crate::commit::body_start;
 use crate::error::{Error, ErrorKind, Result};
-use crate::hash::xxh64;
+use crate::hash::{crc32_xxh64, xxh64};
 use crate::index::{Entry, Key};
 use crate::spec::{DType, Variable, FEATURE_BOUNDED, FEATURE_ZSTD};
 use crate::storage::Storage;
@@ -263,8 +263,7 @@ impl Dataset {
         let Entry::Stored { codec: codec::CODEC_NONE, slot, offset, length, crc, hash } = entry else { return Ok(false) };
         let bytes = var.chunk_elems * var.esize();
         // The stored form is the memory form only for multi-byte little-endian or byte data, not for bits.
-        let same_form = var.dtype != DType::Bool && (cfg!(target_endian = "little") || var.esize() == 1);
-        if !same_form
+        if !codec::raw_is_memory_form(var.dtype)
             || plan.src0 != 0
             || length as usize != bytes
             || !is_one_run(&plan.spans)
@@ -283,15 +282,7 @@ impl Dataset {
         let dst = &mut out[plan.dst0 * var.esize()..plan.dst0 * var.esize() + bytes];
         storage.read_at(offset, dst).map_err(|e| Error::io(format!("reading chunk {coords:?} of variable {:?}", var.name), e))?;
         self.count_read(length);
-        let computed = crc32(dst);
-        let mismatch = if computed != crc {
-            Some(format!("CRC32 mismatch (stored {crc:#010x}, computed {computed:#010x})"))
-        } else if hash != 0 && self.records_hashes() && xxh64(dst) != hash {
-            Some(format!("XXH64 mismatch (stored {hash:#018x}, computed {:#018x})", xxh64(dst)))
-        } else {
-            None
-        };
-        if let Some(detail) = mismatch {
+        if let Some(detail) = self.checksum_mismatch(dst, crc, hash) {
             return Err(Error::corrupt(format!("chunk {coords:?} of variable {:?}", var.name), slot, offset, detail));
         }
         Ok(true)
@@ -406,8 +397,7 @@ impl Dataset {
         self.reserve(buf, var.chunk_elems * var.esize(), &object())?;
         // An uncompressed chunk whose stored form is its memory form is read
         // straight into the chunk buffer; anything else goes through `stored`.
-        let in_place =
-            codec == codec::CODEC_NONE && var.dtype != DType::Bool && cfg!(target_endian = "little") && length as usize == buf.len();
+        let in_place = codec == codec::CODEC_NONE && codec::raw_is_memory_form(var.dtype) && length as usize == buf.len();
         let mut stored = Vec::new();
         if !in_place {
             self.reserve(&mut stored, length as usize, &object())?;
@@ -421,12 +411,8 @@ impl Dataset {
             }
         })?;
         self.count_read(length);
-        let computed = crc32(target);
-        if computed != crc {
-            return Err(bad(format!("CRC32 mismatch (stored {crc:#010x}, computed {computed:#010x})")));
-        }
-        if hash != 0 && self.records_hashes() && xxh64(target) != hash {
-            return Err(bad(format!("XXH64 mismatch (stored {hash:#018x}, computed {:#018x})", xxh64(target))));
+        if let Some(detail) = self.checksum_mismatch(target, crc, hash) {
+            return Err(bad(detail));
         }
         if in_place {
             return Ok(());
@@ -434,6 +420,19 @@ impl Dataset {
         match grid {
             Some(grid) => blocks::decode_chunk(var.dtype, &grid, &stored, buf, self.lists_zstd()).map_err(bad),
             None => codec::decode(var.dtype, codec, &stored, buf).map_err(bad),
+        }
+    }
+
+    /// What is wrong with a stored chunk's bytes, if anything: its CRC32, and
+    /// its XXH64 when the entry records one (both in one pass over the bytes).
+    fn checksum_mismatch(&self, bytes: &[u8], crc: u32, hash: u64) -> Option<String> {
+        let (computed, computed_hash) = if hash != 0 && self.records_hashes() { crc32_xxh64(bytes) } else { (crc32(bytes), hash) };
+        if computed != crc {
+            Some(format!("CRC32 mismatch (stored {crc:#010x}, computed {computed:#010x})"))
+        } else if computed_hash != hash {
+            Some(format!("XXH64 mismatch (stored {hash:#018x}, computed {computed_hash:#018x})"))
+        } else {
+            None
         }
     }
 

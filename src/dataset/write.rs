@@ -3,7 +3,7 @@
 //! until the commit; each chunk reduced to a constant entry or encoded and
 //! appended to the file slot the slot policy chooses.
 
-use super::plan::{chunk_key, cores, fill_chunk, for_each_chunk, pipeline, valid_part, ChunkPlan, PARALLEL_MIN_BYTES};
+use super::plan::{chunk_key, cores, fill_chunk, for_each_chunk, pipeline, valid_part, Buffers, ChunkPlan, PARALLEL_MIN_BYTES};
 use super::{quant, Dataset, SlotPolicy, VarRef};
 use crate::array::{as_bytes, block_is_constant, copy_block, Element, Order, Region, Span};
 use crate::codec::{self, blocks, blocks::CODEC_BLOCKS};
@@ -154,7 +154,7 @@ impl Dataset {
                 None => {}
                 Some(unheld) => {
                     buf = unheld;
-                    let entry = self.store_prepared(var, prepare(var, coords, &buf, lossless))?;
+                    let entry = self.store_prepared(var, prepare(var, coords, &buf, lossless), &buf)?;
                     self.pending.insert(key, Some(entry));
                 }
             }
@@ -166,7 +166,7 @@ impl Dataset {
                 for (coords, plan) in &full {
                     fill_chunk(var, &var.fill, &mut buf);
                     gather(var, plan, data, &mut buf);
-                    let entry = self.store_prepared(var, prepare(var, coords, &buf, false))?;
+                    let entry = self.store_prepared(var, prepare(var, coords, &buf, false), &buf)?;
                     self.pending.insert(chunk_key(var, coords), Some(entry));
                 }
                 return Ok(());
@@ -188,24 +188,30 @@ impl Dataset {
     /// Gathers and encodes fully covered chunks on `workers` threads while
     /// this thread appends them to the file. At most two encoded chunks per
     /// worker wait to be written.
+    /// A chunk stored raw is written from its buffer, which then goes back
+    /// to the workers: each byte is copied once into the buffer (gathered
+    /// from the caller's layout) and once into the file.
     fn encode_parallel(&mut self, var: &Variable, full: &[(Vec<u64>, ChunkPlan)], data: &[u8], workers: usize) -> Result<()> {
+        let buffers = Buffers::new(var.chunk_elems * var.esize());
         pipeline(
             full.len(),
             workers,
-            || vec![0u8; var.chunk_elems * var.esize()],
-            |buf, i| {
+            || (),
+            |(), i| {
                 let (coords, plan) = &full[i];
+                let mut buf = buffers.take()?;
                 // The region covers the chunk's valid part, so only a chunk
                 // that reaches beyond the variable's extent needs its fill.
                 let (valid, _) = valid_part(var, coords);
                 if valid.iter().map(|s| s.count).product::<usize>() != var.chunk_elems {
-                    fill_chunk(var, &var.fill, buf);
+                    fill_chunk(var, &var.fill, &mut buf);
                 }
-                gather(var, plan, data, buf);
-                Ok(prepare(var, coords, buf, false))
+                gather(var, plan, data, &mut buf);
+                Ok((prepare(var, coords, &buf, false), buf))
             },
-            |i, prepared| {
-                let entry = self.store_prepared(var, prepared)?;
+            |i, (prepared, buf)| {
+                let entry = self.store_prepared(var, prepared, &buf)?;
+                buffers.give(buf);
                 self.pending.insert(chunk_key(var, &full[i].0), Some(entry));
                 Ok(())
             },
@@ -216,13 +222,16 @@ impl Dataset {
     /// A chunk whose stored bytes equal those of a chunk already in the file
     /// (same XXH64, length, codec and CRC32, then compared byte for byte)
     /// shares them instead.
-    pub(super) fn store_prepared(&mut self, var: &Variable, prepared: Prepared) -> Result<Entry> {
-        let (codec_byte, bytes, crc, hash) = match prepared {
-            Prepared::Entry(e) => return Ok(e),
-            Prepared::Bytes { codec, bytes, crc, hash } => (codec, bytes, crc, hash),
+    /// `chunk` is the chunk in memory form that `prepared` was made from
+    /// (written as it is when `prepared` is [`Prepared::Raw`]).
+    pub(super) fn store_prepared(&mut self, var: &Variable, prepared: Prepared, chunk: &[u8]) -> Result<Entry> {
+        let (codec_byte, bytes, crc, hash) = match &prepared {
+            Prepared::Entry(e) => return Ok(*e),
+            Prepared::Bytes { codec, bytes, crc, hash } => (*codec, &bytes[..], *crc, *hash),
+            Prepared::Raw { crc, hash } => (codec::CODEC_NONE, chunk, *crc, *hash),
         };
         let length = bytes.len() as u32;
-        if let Some(e) = self.find_duplicate(codec_byte, &bytes, crc, hash)? {
+        if let Some(e) = self.find_duplicate(codec_byte, bytes, crc, hash)? {
             return Ok(e);
         }
         let slot = self.next_slot(var.index);
@@ -237,7 +246,7 @@ impl Dataset {
             }
         };
         let end = wire::add(offset, u64::from(length), "file length")?;
-        storage.write_at(offset, &bytes).map_err(|e| Error::io(format!("writing a chunk of variable {:?}", var.name), e))?;
+        storage.write_at(offset, bytes).map_err(|e| Error::io(format!("writing a chunk of variable {:?}", var.name), e))?;
         if slot == 0 {
             self.end = end;
         } else {
@@ -273,10 +282,37 @@ impl Dataset {
 }
 
 /// A chunk ready to be stored: an entry alone, or encoded bytes to write
-/// with their codec byte, CRC32 and XXH64 (computed where the chunk was encoded).
+/// with their codec byte, CRC32 and XXH64 (computed where the chunk was
+/// encoded), or the chunk buffer itself, stored raw.
 pub(super) enum Prepared {
     Entry(Entry),
-    Bytes { codec: u8, bytes: Vec<u8>, crc: u32, hash: u64 },
+    Bytes {
+        codec: u8,
+        bytes: Vec<u8>,
+        crc: u32,
+        hash: u64,
+    },
+    /// Stored raw (codec byte 0) as the chunk buffer holds it: its memory
+    /// form is its raw form, so it is written without being copied.
+    Raw {
+        crc: u32,
+        hash: u64,
+    },
+}
+
+impl Prepared {
+    /// The index entry of the chunk as if stored at offset 0 of the container.
+    pub(super) fn entry_unplaced(&self, chunk: &[u8]) -> Entry {
+        match self {
+            Prepared::Entry(e) => *e,
+            Prepared::Bytes { codec, bytes, crc, hash } => {
+                Entry::Stored { codec: *codec, slot: 0, offset: 0, length: bytes.len() as u32, crc: *crc, hash: *hash }
+            }
+            Prepared::Raw { crc, hash } => {
+                Entry::Stored { codec: codec::CODEC_NONE, slot: 0, offset: 0, length: chunk.len() as u32, crc: *crc, hash: *hash }
+            }
+        }
+    }
 }
 
 /// Copies the region's elements for one chunk from the caller's buffer into
@@ -310,6 +346,10 @@ pub(super) fn prepare(var: &Variable, coords: &[u64], buf: &[u8], lossless: bool
         value[..esize].copy_from_slice(&buf[first * esize..(first + 1) * esize]);
         codec::native_to_le(&mut value[..esize], esize);
         return Prepared::Entry(if value == var.fill { Entry::Fill } else { Entry::Constant { value } });
+    }
+    if var.block_grid().is_none() && matches!(var.codec.compression, Compression::None) && codec::raw_is_memory_form(var.dtype) {
+        let (crc, hash) = crate::hash::crc32_xxh64(buf);
+        return Prepared::Raw { crc, hash };
     }
     let (codec_byte, bytes) = match (var.block_grid(), var.codec.compression) {
         // The descriptor refuses blocks with the bounded codec.

@@ -70,7 +70,7 @@ impl Dataset {
                 Ok(prepare(&h.layer, &h.coords, &h.data, h.lossless))
             },
             |i, prepared| {
-                let entry = self.store_prepared(&held[i].1.layer, prepared)?;
+                let entry = self.store_prepared(&held[i].1.layer, prepared, &held[i].1.data)?;
                 self.pending.insert(held[i].0, Some(entry));
                 Ok(())
             },
