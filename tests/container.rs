@@ -414,3 +414,56 @@ fn a_reader_keeps_a_small_files_body_yet_sees_new_commits_and_verifies_the_disk(
     assert!(!report.is_ok(), "verify must read the damaged file, not the copy");
     assert!(Dataset::open(&path).unwrap().read_vec::<i32>("v", &full, Order::C).is_err());
 }
+
+#[test]
+fn overwriting_leaves_exactly_the_new_container_whatever_the_old_one_was() {
+    let dir = Scratch::new("overwrite");
+    let path = dir.path("o.vds");
+    let mut rng = Rng::new(seed(7));
+    let values: Vec<f64> = (0..24000).map(|_| rng.next() as f64).collect();
+    let full = Region::full(&[40, 30, 20]).unwrap();
+    let tiny = |path: &std::path::Path, value: i64| {
+        let mut ds = DatasetBuilder::new()
+            .overwrite(true)
+            .axis(Axis::new("x", 1))
+            .variable(&VariableBuilder::new("v", DType::Int64, &["x"]))
+            .create(path)
+            .unwrap();
+        // Created: exactly the head and the two slots, whatever was there before.
+        let bytes = std::fs::read(path).unwrap();
+        assert_eq!(bytes.len(), body_start(&bytes), "a new container is its head and slots");
+        ds.write("v", &Region::full(&[1]).unwrap(), Order::C, &[value]).unwrap();
+        ds.close().unwrap();
+    };
+    // A large aligned container with stored chunks, overwritten by a tiny compact one,
+    // then by the large one again, then by another tiny one over the tiny one.
+    let mut big = volume("v", 10);
+    big.layout(vds::Layout::Aligned);
+    let mut ds = big.clone().create(&path).unwrap();
+    ds.write("v", &full, Order::C, &values).unwrap();
+    ds.close().unwrap();
+    let big_len = std::fs::metadata(&path).unwrap().len();
+    tiny(&path, 42);
+    let len = std::fs::metadata(&path).unwrap().len();
+    assert!(len < 1024 && len < big_len, "{len} bytes after overwriting {big_len}");
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.read_vec::<i64>("v", &Region::full(&[1]).unwrap(), Order::C).unwrap(), [42]);
+    let report = ds.verify().unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    drop(ds);
+    let mut ds = big.overwrite(true).create(&path).unwrap();
+    // The new container reads as the fill value, not as the old values.
+    assert!(ds.read_vec::<f64>("v", &full, Order::C).unwrap().iter().all(|v| v.is_nan()));
+    let reversed: Vec<f64> = values.iter().rev().copied().collect();
+    ds.write("v", &full, Order::C, &reversed).unwrap();
+    ds.close().unwrap();
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.read_vec::<f64>("v", &full, Order::C).unwrap(), reversed);
+    assert!(ds.verify().unwrap().problems.is_empty());
+    drop(ds);
+    tiny(&path, 7);
+    tiny(&path, -3);
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.read_vec::<i64>("v", &Region::full(&[1]).unwrap(), Order::C).unwrap(), [-3]);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), len, "the same tiny container, the same length");
+}
