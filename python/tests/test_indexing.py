@@ -95,6 +95,36 @@ def test_writes_match_numpy(tmp_path, rng, dtype, ndim):
         np.testing.assert_array_equal(np.asarray(r["v"]), ref)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_whole_variable_writes_match_numpy(tmp_path, rng, dtype):
+    """`v[...] = value` for every kind of value: an array that matches the variable (written
+    as it is), and ones that need a conversion, a copy or broadcasting first."""
+    ds, ref = make(tmp_path, rng, 3, dtype)
+    v = ds["v"]
+    fresh = reference(rng, ref.shape, dtype)
+    values = [
+        fresh,  # matches: C order, the variable's dtype and shape
+        np.asfortranarray(reference(rng, ref.shape, dtype)),
+        reference(rng, ref.shape, dtype)[::-1],  # a view with a negative step
+        reference(rng, ref.shape[1:], dtype),  # broadcast along the first axis
+        reference(rng, (), dtype)[()],  # a scalar
+        reference(rng, ref.shape, {"b": "bool", "i": "int8", "u": "uint8", "f": "float32"}[ref.dtype.kind]),  # converted
+        reference(rng, ref.shape, dtype).tolist(),  # a nested list
+    ]
+    for value in values:
+        ref[...] = value
+        v[...] = value
+        np.testing.assert_array_equal(v[...], ref)
+    # A value the variable cannot take leaves it as it was.
+    with pytest.raises(vds.VdsError):
+        v[...] = np.zeros(ref.shape[:-1] + (ref.shape[-1] + 1,), ref.dtype)
+    np.testing.assert_array_equal(v[...], ref)
+    ds.commit()
+    ds.close()
+    with vds.open(tmp_path / "v.vds") as r:
+        np.testing.assert_array_equal(r["v"][...], ref)
+
+
 def test_fortran_order_reads(tmp_path, rng):
     ds, ref = make(tmp_path, rng, 3, "float64")
     v = ds["v"]

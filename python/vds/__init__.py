@@ -216,7 +216,7 @@ def _variable_spec(name, v):
         "codec": _codec_spec(v.get("codec")),
         "fill_value": _scalar(v.get("fill_value")),
         "unit": v.get("unit", ""),
-        "attrs": json.loads(_json(v.get("attrs") or {})),
+        "attrs": json.loads(_json(v["attrs"])) if v.get("attrs") else {},
         "lods": None if not v.get("lods") else {"levels": int(v["lods"]), "axes": list(v.get("lod_axes", [])),
                                                   "method": v.get("lod_method", "average")},
         "partitionings": [[int(c) for c in p] for p in v.get("partitionings", [])],
@@ -297,7 +297,7 @@ def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping
     spec = {
         "axes": [_axis_spec(a) for a in axes],
         "variables": [_variable_spec(n, v) for n, v in items],
-        "attrs": json.loads(_json(attrs or {})),
+        "attrs": json.loads(_json(attrs)) if attrs else {},
         "overwrite": bool(overwrite),
         "sync": bool(sync),
         "slots": list(slots),

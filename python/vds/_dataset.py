@@ -593,10 +593,13 @@ class Variable:
     def _box(self, sel, value, dtype):
         """``value`` converted to ``dtype`` and shaped as the box of ``sel`` (a contiguous array)."""
         v = np.asarray(value)
+        if not isinstance(value, (np.ndarray, np.generic)) and dtype.kind in "iu" and (
+                v.dtype.kind in "iu"
+                # NumPy infers float64 for Python ints beyond int64 (uint64 values): still exact ints.
+                or v.dtype.kind == "f" and all(isinstance(x, int) for x in np.asarray(value, dtype=object).flat)):
+            v = np.asarray(value, dtype=dtype)  # raises OverflowError for Python ints out of range, as NumPy does
         if v.dtype != dtype and not np.can_cast(v.dtype, dtype, "same_kind"):
             raise TypeMismatchError(f"cannot write {v.dtype} values into variable {self._name!r} of {dtype}")
-        if not isinstance(value, (np.ndarray, np.generic)) and v.dtype.kind in "iu" and dtype.kind in "iu":
-            v = np.asarray(value, dtype=dtype)  # raises OverflowError for Python ints out of range, as NumPy does
         self._ds._check_alloc(math.prod(sel.count) * dtype.itemsize)
         try:
             v = np.broadcast_to(v, sel.shape)
@@ -610,7 +613,14 @@ class Variable:
     def _write(self, key, value, dtype, missing=None):
         if self._lod:
             raise ReadOnlyError("levels of detail are computed from level 0 at commit; write level 0")
-        sel = select(key, self.shape)
+        shape = self.shape
+        if (key is Ellipsis and missing is None and type(value) is np.ndarray and value.dtype == dtype
+                and value.shape == shape and value.flags.c_contiguous):
+            # The whole variable from an array that matches it: nothing to select, convert or copy.
+            if value.size:
+                self._ds._core.write(self._index, _ZEROS[len(shape)], _ONES[len(shape)], value, None)
+            return
+        sel = select(key, shape)
         if isinstance(value, np.ma.MaskedArray) and missing is None and self.has_mask:
             missing = np.ma.getmaskarray(value)
             value = value.data
