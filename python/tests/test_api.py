@@ -318,6 +318,14 @@ def test_errors_raise_the_right_exception(tmp_path, rng):
             r["amp"][20]
         with pytest.raises(vds.OutOfMemoryError, match="memory limit"):
             vds.open(path, memory_limit=1000)["amp"][...]
+    # Writes of the whole variable are held to the memory limit, however they are spelled.
+    big = tmp_path / "big.vds"
+    vds.create(big, axes=[("x", 10000)], variables={"v": {"dtype": "float64", "dims": ["x"], "chunks": [1000]}}).close()
+    with vds.open(big, "r+", memory_limit=30000) as w:
+        for key in [Ellipsis, slice(None)]:
+            with pytest.raises(vds.OutOfMemoryError, match="memory limit"):
+                w["v"][key] = np.ones(10000)
+        w["v"][:3000] = np.ones(3000)  # 24000 bytes: within it
     # Not found.
     with pytest.raises(vds.NotFoundError, match="missing.vds") as e:
         vds.open(tmp_path / "missing.vds")

@@ -617,6 +617,7 @@ class Variable:
         if (key is Ellipsis and missing is None and type(value) is np.ndarray and value.dtype == dtype
                 and value.shape == shape and value.flags.c_contiguous):
             # The whole variable from an array that matches it: nothing to select, convert or copy.
+            self._ds._check_alloc(value.nbytes)  # as a write through a selection checks it
             if value.size:
                 self._ds._core.write(self._index, _ZEROS[len(shape)], _ONES[len(shape)], value, None)
             return
