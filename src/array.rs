@@ -210,6 +210,29 @@ fn for_each_run(spans: &[Span], src0: usize, dst0: usize, mut f: impl FnMut(usiz
     }
 }
 
+/// The byte ranges (offset, length) of a source that a strided copy reads,
+/// in order, when they fill the destination from `dst0` on one after
+/// another, each contiguous on both sides and at least `min_bytes` long:
+/// the destination is then those ranges joined, and need not be made.
+/// None when the copy is not of that form.
+pub(crate) fn contiguous_runs(spans: &[Span], esize: usize, src0: usize, dst0: usize, min_bytes: usize) -> Option<Vec<(usize, usize)>> {
+    let spans = coalesce(spans);
+    let inner = spans[spans.len() - 1];
+    let run = inner.count * esize;
+    if inner.src != 1 || inner.dst != 1 || run < min_bytes {
+        return None;
+    }
+    let mut runs = Vec::with_capacity(spans[..spans.len() - 1].iter().map(|s| s.count).product());
+    let mut next = dst0;
+    let mut consecutive = true;
+    for_each_run(&spans, src0, dst0, |s, d, inner| {
+        consecutive &= d == next;
+        next = d + inner.count;
+        runs.push((s * esize, run));
+    });
+    consecutive.then_some(runs)
+}
+
 /// Copies a strided block of `esize`-byte elements from `src` to `dst`.
 /// Runs contiguous on both sides move as one `copy_from_slice`.
 pub(crate) fn copy_block(spans: &[Span], esize: usize, src: &[u8], src0: usize, dst: &mut [u8], dst0: usize) {

@@ -30,51 +30,113 @@ fn u32_at(b: &[u8], i: usize) -> u64 {
 
 /// XXH64 of `data` with seed 0.
 pub(crate) fn xxh64(data: &[u8]) -> u64 {
-    xxh64_visiting(data, |_| {})
+    let mut h = Xxh64::new();
+    h.update(data);
+    h.finish()
 }
 
-/// The CRC32 and the XXH64 of `data` in one pass over memory: both run over
-/// each 32 KiB block while it is in cache, where two separate passes over a
-/// chunk of megabytes would each read it from memory.
+/// The CRC32 and the XXH64 of `data` in one pass over memory (see [`Sums`]).
 pub(crate) fn crc32_xxh64(data: &[u8]) -> (u32, u64) {
-    let mut crc = crc32fast::Hasher::new();
-    let hash = xxh64_visiting(data, |block| crc.update(block));
-    (crc.finalize(), hash)
+    let mut sums = Sums::new();
+    sums.update(data);
+    sums.finish()
 }
 
-/// Bytes hashed per block by [`xxh64_visiting`] (a multiple of 32).
+/// The CRC32 and the XXH64 of bytes handed in pieces, in one pass over
+/// memory: both run over each 32 KiB block while it is in cache, where two
+/// separate passes over a chunk of megabytes would each read it from memory.
+pub(crate) struct Sums {
+    crc: crc32fast::Hasher,
+    xxh: Xxh64,
+}
+
+impl Sums {
+    pub(crate) fn new() -> Sums {
+        Sums { crc: crc32fast::Hasher::new(), xxh: Xxh64::new() }
+    }
+
+    pub(crate) fn update(&mut self, data: &[u8]) {
+        for block in data.chunks(BLOCK) {
+            self.crc.update(block);
+            self.xxh.update(block);
+        }
+    }
+
+    /// The CRC32 and the XXH64.
+    pub(crate) fn finish(self) -> (u32, u64) {
+        (self.crc.finalize(), self.xxh.finish())
+    }
+}
+
+/// Bytes hashed per block by [`Sums`].
 const BLOCK: usize = 32 << 10;
 
-/// XXH64 of `data` with seed 0, handing `visit` every byte of `data` once,
-/// in order, in blocks of at most [`BLOCK`] bytes, each right before it is
-/// hashed.
-fn xxh64_visiting(data: &[u8], mut visit: impl FnMut(&[u8])) -> u64 {
-    let n = data.len();
-    let striped = n - n % 32;
-    // The four lanes are separate variables over exact 32-byte stripes, so
-    // that no bounds check sits between their multiplications: 1.4x faster.
-    let mut h = if n >= 32 {
-        let (mut v0, mut v1, mut v2, mut v3) = (P1.wrapping_add(P2), P2, 0, 0u64.wrapping_sub(P1));
-        for block in data[..striped].chunks(BLOCK) {
-            visit(block);
-            for s in block.chunks_exact(32) {
-                v0 = round(v0, u64_at(s, 0));
-                v1 = round(v1, u64_at(s, 8));
-                v2 = round(v2, u64_at(s, 16));
-                v3 = round(v3, u64_at(s, 24));
+/// XXH64 with seed 0 over bytes handed in pieces of any length: equal to
+/// [`xxh64`] of the pieces joined, without joining them.
+pub(crate) struct Xxh64 {
+    lanes: [u64; 4],
+    /// The start of a stripe not yet hashed (fewer than 32 bytes).
+    pending: [u8; 32],
+    pending_len: usize,
+    total: u64,
+}
+
+impl Xxh64 {
+    pub(crate) fn new() -> Xxh64 {
+        Xxh64 { lanes: [P1.wrapping_add(P2), P2, 0, 0u64.wrapping_sub(P1)], pending: [0; 32], pending_len: 0, total: 0 }
+    }
+
+    /// Hashes whole 32-byte stripes. The four lanes are separate variables,
+    /// so that no bounds check sits between their multiplications: 1.4x faster.
+    fn stripes(&mut self, data: &[u8]) {
+        let [mut v0, mut v1, mut v2, mut v3] = self.lanes;
+        for s in data.chunks_exact(32) {
+            v0 = round(v0, u64_at(s, 0));
+            v1 = round(v1, u64_at(s, 8));
+            v2 = round(v2, u64_at(s, 16));
+            v3 = round(v3, u64_at(s, 24));
+        }
+        self.lanes = [v0, v1, v2, v3];
+    }
+
+    pub(crate) fn update(&mut self, mut data: &[u8]) {
+        self.total += data.len() as u64;
+        if self.pending_len > 0 {
+            let take = (32 - self.pending_len).min(data.len());
+            self.pending[self.pending_len..self.pending_len + take].copy_from_slice(&data[..take]);
+            self.pending_len += take;
+            data = &data[take..];
+            if self.pending_len < 32 {
+                return;
             }
+            let stripe = self.pending;
+            self.stripes(&stripe);
+            self.pending_len = 0;
         }
-        let mut h = v0.rotate_left(1).wrapping_add(v1.rotate_left(7)).wrapping_add(v2.rotate_left(12)).wrapping_add(v3.rotate_left(18));
-        for acc in [v0, v1, v2, v3] {
-            h = merge(h, acc);
-        }
-        h
-    } else {
-        P5
-    };
-    let rest = &data[striped..];
-    visit(rest);
-    h = h.wrapping_add(n as u64);
+        let whole = data.len() - data.len() % 32;
+        self.stripes(&data[..whole]);
+        self.pending[..data.len() - whole].copy_from_slice(&data[whole..]);
+        self.pending_len = data.len() - whole;
+    }
+
+    pub(crate) fn finish(&self) -> u64 {
+        let [v0, v1, v2, v3] = self.lanes;
+        let mut h = if self.total >= 32 {
+            let mut h = v0.rotate_left(1).wrapping_add(v1.rotate_left(7)).wrapping_add(v2.rotate_left(12)).wrapping_add(v3.rotate_left(18));
+            for acc in [v0, v1, v2, v3] {
+                h = merge(h, acc);
+            }
+            h
+        } else {
+            P5
+        };
+        h = h.wrapping_add(self.total);
+        finish_tail(h, &self.pending[..self.pending_len])
+    }
+}
+
+/// The last steps of XXH64: the bytes after the last whole stripe, then the avalanche.
+fn finish_tail(mut h: u64, rest: &[u8]) -> u64 {
     let mut i = 0;
     while i + 8 <= rest.len() {
         h = (h ^ round(0, u64_at(rest, i))).rotate_left(27).wrapping_mul(P1).wrapping_add(P4);
@@ -96,6 +158,25 @@ fn xxh64_visiting(data: &[u8], mut visit: impl FnMut(&[u8])) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn pieces_of_any_length_hash_as_the_whole() {
+        let d: Vec<u8> = (0..100_003usize).map(|i| (i * 13 + i / 77) as u8).collect();
+        let mut state = 12345u64;
+        for n in [0usize, 1, 31, 32, 33, 64, 95, 4096, 100_003] {
+            for _ in 0..20 {
+                let mut h = super::Xxh64::new();
+                let mut at = 0;
+                while at < n {
+                    state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let len = ((state >> 33) as usize % 300).min(n - at);
+                    h.update(&d[at..at + len]);
+                    at += len;
+                }
+                assert_eq!(h.finish(), super::xxh64(&d[..n]), "{n}");
+            }
+        }
+    }
+
     #[test]
     fn one_pass_equals_two_across_blocks() {
         for n in [0usize, 31, 32, 33, 32767, 32768, 32769, 65536 + 45, 1_000_003] {

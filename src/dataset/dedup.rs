@@ -10,7 +10,8 @@ use std::collections::HashMap;
 impl Dataset {
     /// A stored chunk of this file with exactly these bytes, if deduplication
     /// is on and there is one. The first call indexes the committed chunks.
-    pub(super) fn find_duplicate(&mut self, codec_byte: u8, bytes: &[u8], crc: u32, hash: u64) -> Result<Option<Entry>> {
+    /// `pieces` are the chunk's stored bytes, joined.
+    pub(super) fn find_duplicate(&mut self, codec_byte: u8, pieces: &[&[u8]], crc: u32, hash: u64) -> Result<Option<Entry>> {
         if !self.dedup_enabled || hash == 0 {
             return Ok(None);
         }
@@ -33,7 +34,8 @@ impl Dataset {
             }
             self.dedup = Some(map);
         }
-        let Some(&candidate) = self.dedup.as_ref().and_then(|m| m.get(&(hash, bytes.len() as u32, codec_byte))) else { return Ok(None) };
+        let length: usize = pieces.iter().map(|p| p.len()).sum();
+        let Some(&candidate) = self.dedup.as_ref().and_then(|m| m.get(&(hash, length as u32, codec_byte))) else { return Ok(None) };
         let Entry::Stored { slot, offset, length, crc: c, .. } = candidate else { return Ok(None) };
         if c != crc {
             return Ok(None);
@@ -46,7 +48,12 @@ impl Dataset {
         let mut existing = Vec::new();
         self.reserve(&mut existing, length as usize, "a chunk compared for deduplication")?;
         storage.read_at(offset, &mut existing).map_err(|e| Error::io("reading a chunk compared for deduplication", e))?;
-        Ok((existing == bytes).then_some(candidate))
+        let mut at = 0;
+        let same = pieces.iter().all(|p| {
+            at += p.len();
+            existing.get(at - p.len()..at) == Some(*p)
+        });
+        Ok((same && at == existing.len()).then_some(candidate))
     }
 
     /// Whether the file announces the `chunk_hashes` feature: its stored

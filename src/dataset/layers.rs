@@ -276,7 +276,7 @@ impl Dataset {
         let src_bytes = from.chunk_elems * from.esize();
         let workers = if sources.len() * src_bytes < PARALLEL_MIN_BYTES { 1 } else { cores().min(sources.len()) };
         let this = &*self;
-        let buffers = Buffers::new(src_bytes);
+        let buffers = Buffers::new(src_bytes, self.memory_limit, "a chunk copied between layers")?;
         pipeline(
             sources.len(),
             workers,

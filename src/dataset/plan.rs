@@ -96,13 +96,22 @@ pub(super) fn pipeline<S, T: Send>(
 /// flight at once, which the pipeline bounds.
 pub(super) struct Buffers {
     bytes: usize,
+    /// What the buffers hold, for the error when they cannot be had.
+    what: &'static str,
     free: std::sync::Mutex<Vec<Vec<u8>>>,
 }
 
 impl Buffers {
-    /// A pool of buffers of `bytes` bytes each.
-    pub(super) fn new(bytes: usize) -> Self {
-        Buffers { bytes, free: std::sync::Mutex::new(Vec::new()) }
+    /// A pool of buffers of `bytes` bytes each, holding `what`; none is
+    /// made if `bytes` exceeds `memory_limit`.
+    pub(super) fn new(bytes: usize, memory_limit: u64, what: &'static str) -> Result<Self> {
+        if bytes as u64 > memory_limit {
+            return Err(Error::new(
+                ErrorKind::OutOfMemory,
+                format!("{what} needs {bytes} bytes, more than the memory limit of {memory_limit} bytes"),
+            ));
+        }
+        Ok(Buffers { bytes, what, free: std::sync::Mutex::new(Vec::new()) })
     }
 
     /// A buffer of the pool's size, with whatever contents it held last.
@@ -112,7 +121,7 @@ impl Buffers {
         }
         let mut buf = Vec::new();
         buf.try_reserve_exact(self.bytes)
-            .map_err(|_| Error::new(ErrorKind::OutOfMemory, format!("cannot allocate a chunk buffer of {} bytes", self.bytes)))?;
+            .map_err(|_| Error::new(ErrorKind::OutOfMemory, format!("cannot allocate {} bytes for {}", self.bytes, self.what)))?;
         buf.resize(self.bytes, 0);
         Ok(buf)
     }

@@ -5,7 +5,7 @@
 
 use super::plan::{chunk_key, cores, fill_chunk, for_each_chunk, pipeline, valid_part, Buffers, ChunkPlan, PARALLEL_MIN_BYTES};
 use super::{quant, Dataset, SlotPolicy, VarRef};
-use crate::array::{as_bytes, block_is_constant, copy_block, Element, Order, Region, Span};
+use crate::array::{as_bytes, block_is_constant, contiguous_runs, copy_block, Element, Order, Region, Span};
 use crate::codec::{self, blocks, blocks::CODEC_BLOCKS};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::index::Entry;
@@ -188,17 +188,21 @@ impl Dataset {
     /// Gathers and encodes fully covered chunks on `workers` threads while
     /// this thread appends them to the file. At most two encoded chunks per
     /// worker wait to be written.
-    /// A chunk stored raw is written from its buffer, which then goes back
-    /// to the workers: each byte is copied once into the buffer (gathered
-    /// from the caller's layout) and once into the file.
+    /// A chunk stored raw whose rows lie whole in the caller's buffer is
+    /// written from there ([`Prepared::Runs`]): each byte is read once for
+    /// the checksums and copied once, into the file. Another chunk stored
+    /// raw is written from its buffer, which then goes back to the workers.
     fn encode_parallel(&mut self, var: &Variable, full: &[(Vec<u64>, ChunkPlan)], data: &[u8], workers: usize) -> Result<()> {
-        let buffers = Buffers::new(var.chunk_elems * var.esize());
+        let buffers = Buffers::new(var.chunk_elems * var.esize(), self.memory_limit, "a chunk buffer")?;
         pipeline(
             full.len(),
             workers,
             || (),
             |(), i| {
                 let (coords, plan) = &full[i];
+                if let Some(runs) = raw_runs(var, coords, plan) {
+                    return Ok((prepare_runs(var, data, runs), None));
+                }
                 let mut buf = buffers.take()?;
                 // The region covers the chunk's valid part, so only a chunk
                 // that reaches beyond the variable's extent needs its fill.
@@ -207,11 +211,19 @@ impl Dataset {
                     fill_chunk(var, &var.fill, &mut buf);
                 }
                 gather(var, plan, data, &mut buf);
-                Ok((prepare(var, coords, &buf, false), buf))
+                let prepared = prepare(var, coords, &buf, false);
+                // Only a chunk written from its buffer keeps it until it is stored.
+                if matches!(prepared, Prepared::Raw { .. }) {
+                    return Ok((prepared, Some(buf)));
+                }
+                buffers.give(buf);
+                Ok((prepared, None))
             },
             |i, (prepared, buf)| {
-                let entry = self.store_prepared(var, prepared, &buf)?;
-                buffers.give(buf);
+                let entry = self.store_prepared(var, prepared, buf.as_deref().unwrap_or(data))?;
+                if let Some(buf) = buf {
+                    buffers.give(buf);
+                }
                 self.pending.insert(chunk_key(var, &full[i].0), Some(entry));
                 Ok(())
             },
@@ -222,16 +234,20 @@ impl Dataset {
     /// A chunk whose stored bytes equal those of a chunk already in the file
     /// (same XXH64, length, codec and CRC32, then compared byte for byte)
     /// shares them instead.
-    /// `chunk` is the chunk in memory form that `prepared` was made from
-    /// (written as it is when `prepared` is [`Prepared::Raw`]).
-    pub(super) fn store_prepared(&mut self, var: &Variable, prepared: Prepared, chunk: &[u8]) -> Result<Entry> {
-        let (codec_byte, bytes, crc, hash) = match &prepared {
+    /// `source` is what `prepared` was made from: the chunk in memory form
+    /// (written as it is when `prepared` is [`Prepared::Raw`]), or the
+    /// caller's buffer that [`Prepared::Runs`] points into.
+    pub(super) fn store_prepared(&mut self, var: &Variable, prepared: Prepared, source: &[u8]) -> Result<Entry> {
+        let (codec_byte, pieces, crc, hash): (u8, Vec<&[u8]>, u32, u64) = match &prepared {
             Prepared::Entry(e) => return Ok(*e),
-            Prepared::Bytes { codec, bytes, crc, hash } => (*codec, &bytes[..], *crc, *hash),
-            Prepared::Raw { crc, hash } => (codec::CODEC_NONE, chunk, *crc, *hash),
+            Prepared::Bytes { codec, bytes, crc, hash } => (*codec, vec![&bytes[..]], *crc, *hash),
+            Prepared::Raw { crc, hash } => (codec::CODEC_NONE, vec![source], *crc, *hash),
+            Prepared::Runs { crc, hash, runs } => {
+                (codec::CODEC_NONE, runs.iter().map(|&(at, n)| &source[at..at + n]).collect(), *crc, *hash)
+            }
         };
-        let length = bytes.len() as u32;
-        if let Some(e) = self.find_duplicate(codec_byte, bytes, crc, hash)? {
+        let length = pieces.iter().map(|p| p.len()).sum::<usize>() as u32;
+        if let Some(e) = self.find_duplicate(codec_byte, &pieces, crc, hash)? {
             return Ok(e);
         }
         let slot = self.next_slot(var.index);
@@ -246,7 +262,11 @@ impl Dataset {
             }
         };
         let end = wire::add(offset, u64::from(length), "file length")?;
-        storage.write_at(offset, bytes).map_err(|e| Error::io(format!("writing a chunk of variable {:?}", var.name), e))?;
+        let written = match &pieces[..] {
+            [bytes] => storage.write_at(offset, bytes),
+            _ => storage.write_pieces_at(offset, &pieces),
+        };
+        written.map_err(|e| Error::io(format!("writing a chunk of variable {:?}", var.name), e))?;
         if slot == 0 {
             self.end = end;
         } else {
@@ -298,6 +318,13 @@ pub(super) enum Prepared {
         crc: u32,
         hash: u64,
     },
+    /// Stored raw, and never gathered: its bytes are these ranges (offset,
+    /// length) of the caller's buffer, joined.
+    Runs {
+        crc: u32,
+        hash: u64,
+        runs: Vec<(usize, usize)>,
+    },
 }
 
 impl Prepared {
@@ -311,7 +338,64 @@ impl Prepared {
             Prepared::Raw { crc, hash } => {
                 Entry::Stored { codec: codec::CODEC_NONE, slot: 0, offset: 0, length: chunk.len() as u32, crc: *crc, hash: *hash }
             }
+            Prepared::Runs { crc, hash, runs } => {
+                let length = runs.iter().map(|r| r.1).sum::<usize>() as u32;
+                Entry::Stored { codec: codec::CODEC_NONE, slot: 0, offset: 0, length, crc: *crc, hash: *hash }
+            }
         }
+    }
+}
+
+/// Runs shorter than this are gathered instead: each piece of a vectored
+/// write costs more than copying a few dozen bytes.
+const MIN_RUN_BYTES: usize = 128;
+
+/// The ranges of the caller's buffer that are, joined, the raw form of a
+/// chunk the region covers entirely, when the chunk is stored raw, lies
+/// inside the variable's extent and its rows lie whole in the caller's
+/// buffer (C order, no step along the last axis); None otherwise.
+fn raw_runs(var: &Variable, coords: &[u64], plan: &ChunkPlan) -> Option<Vec<(usize, usize)>> {
+    if var.block_grid().is_some()
+        || !matches!(var.codec.compression, Compression::None)
+        || !codec::raw_is_memory_form(var.dtype)
+        || var.margin != [0, 0]
+        || plan.src0 != 0
+        || valid_part(var, coords).0.iter().map(|s| s.count).product::<usize>() != var.chunk_elems
+    {
+        return None;
+    }
+    let esize = var.esize();
+    let rev: Vec<Span> = plan.spans.iter().map(|s| Span { count: s.count, src: s.dst, dst: s.src }).collect();
+    let runs = contiguous_runs(&rev, esize, plan.dst0, 0, MIN_RUN_BYTES)?;
+    (runs.iter().map(|r| r.1).sum::<usize>() == var.chunk_elems * esize).then_some(runs)
+}
+
+/// [`prepare`] for a chunk whose raw form is `runs` of `data`: a constant
+/// entry, or the checksums of the runs, in one pass over them.
+fn prepare_runs(var: &Variable, data: &[u8], runs: Vec<(usize, usize)>) -> Prepared {
+    let esize = var.esize();
+    let first = &data[runs[0].0..runs[0].0 + esize];
+    if runs.iter().all(|&(at, n)| data[at..at + n].chunks_exact(esize).all(|e| e == first)) {
+        return Prepared::Entry(constant_entry(var, first));
+    }
+    let mut sums = crate::hash::Sums::new();
+    for &(at, n) in &runs {
+        sums.update(&data[at..at + n]);
+    }
+    let (crc, hash) = sums.finish();
+    Prepared::Runs { crc, hash, runs }
+}
+
+/// The entry of a chunk whose every value is `value` (one element, native order).
+fn constant_entry(var: &Variable, value: &[u8]) -> Entry {
+    let esize = var.esize();
+    let mut le = [0u8; 8];
+    le[..esize].copy_from_slice(value);
+    codec::native_to_le(&mut le[..esize], esize);
+    if le == var.fill {
+        Entry::Fill
+    } else {
+        Entry::Constant { value: le }
     }
 }
 
@@ -342,10 +426,7 @@ pub(super) fn prepare(var: &Variable, coords: &[u64], buf: &[u8], lossless: bool
     let esize = var.esize();
     let (valid, first) = valid_part(var, coords);
     if block_is_constant(&valid, esize, buf, first) {
-        let mut value = [0u8; 8];
-        value[..esize].copy_from_slice(&buf[first * esize..(first + 1) * esize]);
-        codec::native_to_le(&mut value[..esize], esize);
-        return Prepared::Entry(if value == var.fill { Entry::Fill } else { Entry::Constant { value } });
+        return Prepared::Entry(constant_entry(var, &buf[first * esize..(first + 1) * esize]));
     }
     if var.block_grid().is_none() && matches!(var.codec.compression, Compression::None) && codec::raw_is_memory_form(var.dtype) {
         let (crc, hash) = crate::hash::crc32_xxh64(buf);
