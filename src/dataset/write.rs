@@ -346,9 +346,11 @@ impl Prepared {
     }
 }
 
-/// Runs shorter than this are gathered instead: each piece of a vectored
-/// write costs more than copying a few dozen bytes.
-const MIN_RUN_BYTES: usize = 128;
+/// Chunks in runs shorter than this are gathered instead: each piece of a
+/// vectored write costs the kernel about as much as copying it. Written
+/// from runs of 256 bytes (64^3 float32 bricks), 512 MiB took 1.4x to 2.3x
+/// as long as gathered; from slabs (one run each), 0.5x to 0.9x.
+const MIN_RUN_BYTES: usize = 32 << 10;
 
 /// The ranges of the caller's buffer that are, joined, the raw form of a
 /// chunk the region covers entirely, when the chunk is stored raw, lies
