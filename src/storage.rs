@@ -253,3 +253,26 @@ impl Storage for MemoryStorage {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_beyond_one_pwritev_land_in_order() {
+        let path = std::env::temp_dir().join(format!("vds-pieces-{}", std::process::id()));
+        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        let store = FileStorage::new(file);
+        // 3000 pieces (three pwritev calls), empty ones among them, at an offset.
+        let data: Vec<Vec<u8>> = (0..3000usize).map(|i| (0..(i * 7) % 53).map(|j| (i + j) as u8).collect()).collect();
+        let pieces: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
+        store.write_at(0, &[0xEE; 100]).unwrap();
+        store.write_pieces_at(100, &pieces).unwrap();
+        let joined = data.concat();
+        let mut back = vec![0u8; joined.len()];
+        store.read_at(100, &mut back).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(back, joined);
+        assert_eq!(store.len().unwrap(), 100 + joined.len() as u64);
+    }
+}

@@ -49,15 +49,16 @@ fn random(n: usize, seed: u64) -> Vec<f32> {
 #[test]
 fn uncompressed_chunks_read_back_whatever_path_wrote_them() {
     let dir = Scratch::new("write_paths");
-    // (shape, chunk, region start, region shape, order): bricks whose rows are 256-byte runs
-    // (4096 pieces a chunk, more than one pwritev takes), slabs that are one piece, rows
-    // of 64 bytes (gathered), a region starting inside the variable, and Fortran order.
+    // (shape, chunk, region start, region shape, order): bricks whose rows are 256-byte
+    // runs (gathered), slabs that are one piece, rows of 64 bytes (gathered), chunks of
+    // 40 KiB rows (a piece each) in a region starting inside the variable, and Fortran order.
     type Case<'a> = (&'a [u64], &'a [u64], &'a [u64], &'a [u64], Order);
-    let cases: [Case; 6] = [
+    let cases: [Case; 7] = [
         (&[128, 128, 128], &[64, 64, 64], &[0, 0, 0], &[128, 128, 128], Order::C),
         (&[8, 300, 500], &[1, 300, 500], &[0, 0, 0], &[8, 300, 500], Order::C),
         (&[96, 96, 96], &[32, 32, 16], &[0, 0, 0], &[96, 96, 96], Order::C),
         (&[100, 200, 150], &[20, 40, 50], &[20, 40, 50], &[60, 120, 100], Order::C),
+        (&[4, 16, 20_000], &[2, 8, 10_000], &[0, 0, 0], &[4, 16, 20_000], Order::C),
         (&[128, 128, 128], &[64, 64, 64], &[0, 0, 0], &[128, 128, 128], Order::Fortran),
         (&[3, 64, 64, 64], &[1, 64, 64, 64], &[1, 0, 0, 0], &[2, 64, 64, 64], Order::C),
     ];
@@ -81,31 +82,29 @@ fn uncompressed_chunks_read_back_whatever_path_wrote_them() {
 #[test]
 fn constant_and_repeated_chunks_written_from_the_callers_buffer() {
     let dir = Scratch::new("write_paths_dedup");
-    // 8 x 2 chunks of 64 x 256 (1 MiB, written by several threads): chunk rows are
-    // 1 KiB runs of the caller's buffer.
+    // 8 chunks of 64 whole rows of 512 (1 MiB, written by several threads): each chunk
+    // is one 128 KiB run of the caller's buffer.
     let (rows, cols) = (512u64, 512u64);
-    let pattern = random(64 * 256, 7);
+    let pattern = random(64 * 512, 7);
     let mut values = vec![0f32; (rows * cols) as usize];
     for (i, v) in values.iter_mut().enumerate() {
         let (r, c) = (i / cols as usize, i % cols as usize);
-        let (cr, cc) = (r / 64, c / 256);
-        let local = (r % 64) * 256 + c % 256;
-        *v = match (cr, cc) {
-            (0, 0) => 0.0,                     // the fill value: no entry at all
-            (0, 1) => 2.5,                     // constant: an entry, no bytes
-            (1, _) | (2, 0) => pattern[local], // three identical chunks: stored once
+        *v = match r / 64 {
+            0 => 0.0,                             // the fill value: no entry at all
+            1 => 2.5,                             // constant: an entry, no bytes
+            2..=4 => pattern[(r % 64) * 512 + c], // three identical chunks: stored once
             _ => (i as f32).sin(),
         };
     }
     let ds =
-        write_and_check(&dir, "d.vds", &[rows, cols], &[64, 256], Codec::NONE, &Region::full(&[rows, cols]).unwrap(), Order::C, &values);
+        write_and_check(&dir, "d.vds", &[rows, cols], &[64, 512], Codec::NONE, &Region::full(&[rows, cols]).unwrap(), Order::C, &values);
     let s = ds.stats().unwrap();
     assert_eq!((s.fill_chunks, s.constant_chunks), (1, 1), "{s:?}");
-    // 14 stored chunks, three of them sharing one copy: 12 copies of 64 KiB.
-    assert_eq!(s.stored_chunks, 14, "{s:?}");
-    assert_eq!(s.stored_bytes, 14 * 64 * 1024, "{s:?}");
+    // Six stored chunks, three of them sharing one copy: four copies of 128 KiB.
+    assert_eq!(s.stored_chunks, 6, "{s:?}");
+    assert_eq!(s.stored_bytes, 6 * 128 * 1024, "{s:?}");
     let bytes = std::fs::metadata(dir.path("d.vds")).unwrap().len();
-    assert!(bytes < 12 * 64 * 1024 + 16 * 1024, "{bytes} bytes: the repeated chunks were not shared");
+    assert!(bytes < 4 * 128 * 1024 + 16 * 1024, "{bytes} bytes: the repeated chunks were not shared");
 }
 
 #[test]
