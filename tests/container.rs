@@ -467,3 +467,31 @@ fn overwriting_leaves_exactly_the_new_container_whatever_the_old_one_was() {
     assert_eq!(ds.read_vec::<i64>("v", &Region::full(&[1]).unwrap(), Order::C).unwrap(), [-3]);
     assert_eq!(std::fs::metadata(&path).unwrap().len(), len, "the same tiny container, the same length");
 }
+
+#[test]
+fn a_reader_refreshed_after_the_path_was_overwritten_reads_the_new_container() {
+    let dir = Scratch::new("overwrite_reader");
+    let path = dir.path("r.vds");
+    let full = Region::full(&[40, 30, 20]).unwrap();
+    let write = |value: f64, commits: usize| {
+        let mut ds = volume("v", 10).overwrite(true).create(&path).unwrap();
+        for c in 0..commits {
+            ds.write("v", &full, Order::C, &vec![value + c as f64; 24000]).unwrap();
+            ds.commit().unwrap();
+        }
+        ds.close().unwrap();
+        value + (commits - 1) as f64
+    };
+    // The reader keeps the small container's body in memory; the container is then
+    // replaced by one with fewer commits, and by one with more than it had.
+    let first = write(1.0, 3);
+    let mut reader = Dataset::open(&path).unwrap();
+    assert!(reader.read_vec::<f64>("v", &full, Order::C).unwrap().iter().all(|&v| v == first));
+    for (value, commits) in [(100.0, 1), (200.0, 6)] {
+        let last = write(value, commits);
+        assert!(reader.refresh().unwrap());
+        let got: Vec<f64> = reader.read_vec("v", &full, Order::C).unwrap();
+        assert!(got.iter().all(|&v| v == last), "after overwriting with {commits} commits: {:?}", &got[..3]);
+        assert!(reader.verify().unwrap().problems.is_empty());
+    }
+}

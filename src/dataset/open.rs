@@ -135,8 +135,10 @@ impl Dataset {
 
     /// Moves a read-only dataset to the file's newest commit, if another
     /// handle committed since this one opened or last refreshed; until then
-    /// it keeps reading its snapshot. Returns whether it moved. A writable
-    /// dataset always sees its own commits and returns `false`.
+    /// it keeps reading its snapshot. Returns whether it moved. A container
+    /// created over the same path since (overwriting it) is read from then
+    /// on as that container. A writable dataset always sees its own commits
+    /// and returns `false`.
     ///
     /// # Errors
     /// As [`Dataset::open`]; on error the dataset keeps its snapshot.
@@ -144,10 +146,17 @@ impl Dataset {
         if self.writable {
             return Ok(false);
         }
-        let snap = Snapshot::read(&*self.storage, self.memory_limit)?;
+        let inner = self.prefix.as_ref().map_or_else(|| self.storage.clone(), |p| p.inner.clone());
+        let (snap, first) = Snapshot::read_keeping_prefix(&*inner, self.memory_limit)?;
         if snap.commit == self.commit {
             return Ok(false);
         }
+        // The body bytes kept in memory become the new commit's, as read
+        // for it: a container created over this path since (overwriting
+        // keeps the file, not its bytes) would otherwise be read through
+        // the old container's bytes.
+        self.prefix = BodyPrefix::new(inner.clone(), first, &snap.commit);
+        self.storage = self.prefix.clone().map_or(inner, |p| p as Arc<dyn Storage>);
         if snap.desc.slots.len() != self.desc.slots.len() {
             *self.slot_files.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = vec![None; snap.desc.slots.len()];
             self.slot_ends = vec![None; snap.desc.slots.len()];
@@ -179,12 +188,9 @@ pub(super) struct Snapshot {
 }
 
 impl Snapshot {
-    fn read(storage: &dyn Storage, limit: u64) -> Result<Snapshot> {
-        Snapshot::read_keeping_prefix(storage, limit).map(|(snap, _)| snap)
-    }
-
-    /// [`Snapshot::read`], also returning the file's first bytes as read
-    /// for this snapshot (empty when they had to be read again).
+    /// Reads the head, the newest intact commit slot and the descriptor,
+    /// also returning the file's first bytes as read for this snapshot
+    /// (empty when they had to be read again).
     fn read_keeping_prefix(storage: &dyn Storage, limit: u64) -> Result<(Snapshot, Vec<u8>)> {
         let io = |what: &str| {
             let what = what.to_string();
