@@ -460,7 +460,7 @@ impl Dataset {
             if only.is_some_and(|v| h.layer.index != v) {
                 continue;
             }
-            let e = prepare(&h.layer, &h.coords, &h.data, h.lossless).entry_unplaced(&h.data);
+            let e = prepare(&h.layer, &h.coords, &h.data, h.lossless).entry_unplaced();
             count(k, &e)?;
         }
         Ok(s)

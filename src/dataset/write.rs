@@ -189,9 +189,9 @@ impl Dataset {
     /// this thread appends them to the file. At most two encoded chunks per
     /// worker wait to be written.
     /// A chunk stored raw whose rows lie whole in the caller's buffer is
-    /// written from there ([`Prepared::Runs`]): each byte is read once for
-    /// the checksums and copied once, into the file. Another chunk stored
-    /// raw is written from its buffer, which then goes back to the workers.
+    /// written from there: each byte is read once for the checksums and
+    /// copied once, into the file. Another chunk stored raw is written from
+    /// its buffer, which then goes back to the workers.
     fn encode_parallel(&mut self, var: &Variable, full: &[(Vec<u64>, ChunkPlan)], data: &[u8], workers: usize) -> Result<()> {
         let buffers = Buffers::new(var.chunk_elems * var.esize(), self.memory_limit, "a chunk buffer")?;
         pipeline(
@@ -213,7 +213,7 @@ impl Dataset {
                 gather(var, plan, data, &mut buf);
                 let prepared = prepare(var, coords, &buf, false);
                 // Only a chunk written from its buffer keeps it until it is stored.
-                if matches!(prepared, Prepared::Raw { .. }) {
+                if matches!(prepared, Prepared::Runs { .. }) {
                     return Ok((prepared, Some(buf)));
                 }
                 buffers.give(buf);
@@ -234,14 +234,12 @@ impl Dataset {
     /// A chunk whose stored bytes equal those of a chunk already in the file
     /// (same XXH64, length, codec and CRC32, then compared byte for byte)
     /// shares them instead.
-    /// `source` is what `prepared` was made from: the chunk in memory form
-    /// (written as it is when `prepared` is [`Prepared::Raw`]), or the
-    /// caller's buffer that [`Prepared::Runs`] points into.
+    /// `source` is what `prepared` was made from (the chunk in memory form,
+    /// or the caller's buffer), which [`Prepared::Runs`] points into.
     pub(super) fn store_prepared(&mut self, var: &Variable, prepared: Prepared, source: &[u8]) -> Result<Entry> {
         let (codec_byte, pieces, crc, hash): (u8, Vec<&[u8]>, u32, u64) = match &prepared {
             Prepared::Entry(e) => return Ok(*e),
             Prepared::Bytes { codec, bytes, crc, hash } => (*codec, vec![&bytes[..]], *crc, *hash),
-            Prepared::Raw { crc, hash } => (codec::CODEC_NONE, vec![source], *crc, *hash),
             Prepared::Runs { crc, hash, runs } => {
                 (codec::CODEC_NONE, runs.iter().map(|&(at, n)| &source[at..at + n]).collect(), *crc, *hash)
             }
@@ -303,7 +301,7 @@ impl Dataset {
 
 /// A chunk ready to be stored: an entry alone, or encoded bytes to write
 /// with their codec byte, CRC32 and XXH64 (computed where the chunk was
-/// encoded), or the chunk buffer itself, stored raw.
+/// encoded), or ranges of what it was made from, stored raw.
 pub(super) enum Prepared {
     Entry(Entry),
     Bytes {
@@ -312,14 +310,10 @@ pub(super) enum Prepared {
         crc: u32,
         hash: u64,
     },
-    /// Stored raw (codec byte 0) as the chunk buffer holds it: its memory
-    /// form is its raw form, so it is written without being copied.
-    Raw {
-        crc: u32,
-        hash: u64,
-    },
-    /// Stored raw, and never gathered: its bytes are these ranges (offset,
-    /// length) of the caller's buffer, joined.
+    /// Stored raw (codec byte 0) without being copied: its bytes are these
+    /// ranges (offset, length) of what it was made from, joined: the whole
+    /// chunk buffer, whose memory form is its raw form, or the rows of the
+    /// caller's buffer that make the chunk.
     Runs {
         crc: u32,
         hash: u64,
@@ -329,14 +323,11 @@ pub(super) enum Prepared {
 
 impl Prepared {
     /// The index entry of the chunk as if stored at offset 0 of the container.
-    pub(super) fn entry_unplaced(&self, chunk: &[u8]) -> Entry {
+    pub(super) fn entry_unplaced(&self) -> Entry {
         match self {
             Prepared::Entry(e) => *e,
             Prepared::Bytes { codec, bytes, crc, hash } => {
                 Entry::Stored { codec: *codec, slot: 0, offset: 0, length: bytes.len() as u32, crc: *crc, hash: *hash }
-            }
-            Prepared::Raw { crc, hash } => {
-                Entry::Stored { codec: codec::CODEC_NONE, slot: 0, offset: 0, length: chunk.len() as u32, crc: *crc, hash: *hash }
             }
             Prepared::Runs { crc, hash, runs } => {
                 let length = runs.iter().map(|r| r.1).sum::<usize>() as u32;
@@ -432,7 +423,7 @@ pub(super) fn prepare(var: &Variable, coords: &[u64], buf: &[u8], lossless: bool
     }
     if var.block_grid().is_none() && matches!(var.codec.compression, Compression::None) && codec::raw_is_memory_form(var.dtype) {
         let (crc, hash) = crate::hash::crc32_xxh64(buf);
-        return Prepared::Raw { crc, hash };
+        return Prepared::Runs { crc, hash, runs: vec![(0, buf.len())] };
     }
     let (codec_byte, bytes) = match (var.block_grid(), var.codec.compression) {
         // The descriptor refuses blocks with the bounded codec.
