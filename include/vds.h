@@ -712,8 +712,9 @@ vds_status vds_builder_set_codec(struct vds_builder *b,
  * Sets the codec of variable `var` (float32 or float64) to the bounded
  * codec: every value read back is within `tolerance` (finite, in
  * (0, 1e300]) of the value written, and NaNs, infinities, the fill value
- * and the no-value marker come back bit for bit; the codes are compressed
- * by zstd at `level` (1..22; 3 is a good default). A chunk the codec cannot
+ * and the no-value marker come back bit for bit; values are predicted by
+ * interpolation from a coarser grid (format 1.6, SPEC.md 6.6.2) and the
+ * codes compressed by zstd at `level` (1..22; 3 is a good default). A chunk the codec cannot
  * store within the bound, or smaller, is stored losslessly. Creating the
  * container fails with `VDS_ERR_INVALID_ARGUMENT` if the variable is not
  * float32 or float64 or is quantized, and with

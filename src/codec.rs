@@ -119,9 +119,9 @@ pub(crate) fn encode(dtype: DType, codec: Codec, data: &[u8]) -> (u8, Vec<u8>) {
 pub(crate) fn encode_shaped(dtype: DType, codec: Codec, data: &[u8], shape: &[usize], exact: &[u64]) -> (u8, Vec<u8>) {
     let esize = dtype.size();
     #[cfg(feature = "zstd")]
-    if let Compression::Bounded { tolerance, level } = codec.compression {
+    if let Compression::Bounded { tolerance, level, interpolation } = codec.compression {
         if matches!(dtype, DType::Float32 | DType::Float64) {
-            if let Some(out) = bounded::encode(esize, data, shape, tolerance, exact, level) {
+            if let Some(out) = bounded::encode(esize, data, shape, tolerance, exact, level, interpolation) {
                 return (CODEC_BOUNDED, out);
             }
         }

@@ -164,6 +164,20 @@ pub fn bounded(data: &[u8]) {
     }
     stream.extend_from_slice(rest);
     let _ = codec::decode(dtype, codec::CODEC_BOUNDED, &stream, &mut out);
+    // And behind an interpolation header (6.6.2): flags, order, plane
+    // codes and run bytes from the input.
+    let mut stream = vec![2u8, [1, 2, 4][usize::from(sel >> 2) % 3], (sel >> 4) & 3, (sel >> 6) % 6];
+    stream.extend_from_slice(&1.0f64.to_le_bytes());
+    stream.extend_from_slice(&u32::from(sel >> 4).min(elems as u32).to_le_bytes());
+    for e in shape {
+        stream.extend_from_slice(&(e as u32).to_le_bytes());
+    }
+    let runs = if sel & 0x20 != 0 { rest.len().min(2 * elems) } else { 0 };
+    let planes = if sel & 0x20 != 0 { (rest.len() - runs).min(elems) } else { elems };
+    stream.extend_from_slice(&(planes as u32).to_le_bytes());
+    stream.extend_from_slice(&(runs as u32).to_le_bytes());
+    stream.extend_from_slice(rest);
+    let _ = codec::decode(dtype, codec::CODEC_BOUNDED, &stream, &mut out);
 
     let n = rest.len() / esize;
     if n == 0 {
@@ -191,29 +205,32 @@ pub fn bounded(data: &[u8]) {
         }
     };
     let exact = [bits(&chunk, 0)];
-    let (cb, stored) = codec::encode_shaped(dtype, Codec::bounded(tol), &chunk, &dims, &exact);
-    let mut back = vec![0u8; chunk.len()];
-    codec::decode(dtype, cb, &stored, &mut back).expect("an encoded chunk must decode");
-    let got = |i: usize| -> f64 {
-        let e = &back[i * esize..(i + 1) * esize];
-        if esize == 4 {
-            f64::from(f32::from_ne_bytes([e[0], e[1], e[2], e[3]]))
-        } else {
-            f64::from_ne_bytes([e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]])
-        }
-    };
-    let ok_tol = tol > 0.0 && tol <= 1e300;
-    for i in 0..n {
-        let (x, y) = (value(i), got(i));
-        if !ok_tol || !x.is_finite() || bits(&chunk, i) == exact[0] || cb != codec::CODEC_BOUNDED {
-            assert_eq!(bits(&chunk, i), bits(&back, i), "value {i} must come back bit for bit");
-        } else {
-            // |x - y| <= tol exactly: Fast2Sum of the larger magnitude first.
-            let (p, q) = if x.abs() >= y.abs() { (x, -y) } else { (-y, x) };
-            let s = p + q;
-            let e = q - (s - p);
-            let within = s.is_finite() && (s.abs() < tol || (s.abs() == tol && e * s.signum() <= 0.0));
-            assert!(within, "value {i}: {x:e} came back as {y:e}, beyond {tol:e}");
+    // Both predictors: interpolation (6.6.2) and Lorenzo (6.6.1).
+    for codec in [Codec::bounded(tol), Codec::bounded_lorenzo(tol)] {
+        let (cb, stored) = codec::encode_shaped(dtype, codec, &chunk, &dims, &exact);
+        let mut back = vec![0u8; chunk.len()];
+        codec::decode(dtype, cb, &stored, &mut back).expect("an encoded chunk must decode");
+        let got = |i: usize| -> f64 {
+            let e = &back[i * esize..(i + 1) * esize];
+            if esize == 4 {
+                f64::from(f32::from_ne_bytes([e[0], e[1], e[2], e[3]]))
+            } else {
+                f64::from_ne_bytes([e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]])
+            }
+        };
+        let ok_tol = tol > 0.0 && tol <= 1e300;
+        for i in 0..n {
+            let (x, y) = (value(i), got(i));
+            if !ok_tol || !x.is_finite() || bits(&chunk, i) == exact[0] || cb != codec::CODEC_BOUNDED {
+                assert_eq!(bits(&chunk, i), bits(&back, i), "value {i} must come back bit for bit");
+            } else {
+                // |x - y| <= tol exactly: Fast2Sum of the larger magnitude first.
+                let (p, q) = if x.abs() >= y.abs() { (x, -y) } else { (-y, x) };
+                let s = p + q;
+                let e = q - (s - p);
+                let within = s.is_finite() && (s.abs() < tol || (s.abs() == tol && e * s.signum() <= 0.0));
+                assert!(within, "value {i}: {x:e} came back as {y:e}, beyond {tol:e}");
+            }
         }
     }
 }

@@ -5,6 +5,7 @@
 //! tests/data/v1.3/ by format 1.3 with `generate_1_3`, those in
 //! tests/data/v1.4/ by format 1.4 with `generate_1_4_tiny` and `generate_1_4_grown`,
 //! those in tests/data/v1.5/ by format 1.5 with `generate_1_5_blocks` and `generate_1_5_bounded`,
+//! those in tests/data/v1.6/ by format 1.6 with `generate_1_6_bounded`,
 //! below and are never rewritten: a change that breaks reading them breaks
 //! users' files. (`VDS_WRITE_GOLDEN=1 cargo test --test backward_compatibility`
 //! writes them, for a new format version's directory only.)
@@ -534,10 +535,30 @@ fn depth_1_5(x: u64) -> f64 {
 }
 
 /// Format 1.5: the bounded codec (SPEC.md 6.6) on float32 (with specials,
-/// a fill value and a no-value marker) and float64.
+/// a fill value and a no-value marker) and float64, by Lorenzo prediction.
 #[cfg(feature = "zstd")]
 fn generate_1_5_bounded(name: &str) {
-    let path = std::path::Path::new(DIR_1_5).join(name);
+    write_bounded(&std::path::Path::new(DIR_1_5).join(name), Codec::bounded_lorenzo, "format 1.5 golden file");
+}
+
+#[cfg(feature = "zstd")]
+fn check_1_5_bounded(name: &str) {
+    check_bounded(&std::path::Path::new(DIR_1_5).join(name), [1, 5], "format 1.5 golden file", false);
+}
+
+/// Format 1.6: the same by interpolation (SPEC.md 6.6.2).
+#[cfg(feature = "zstd")]
+fn generate_1_6_bounded(name: &str) {
+    write_bounded(&std::path::Path::new(DIR_1_6).join(name), Codec::bounded, "format 1.6 golden file");
+}
+
+#[cfg(feature = "zstd")]
+fn check_1_6_bounded(name: &str) {
+    check_bounded(&std::path::Path::new(DIR_1_6).join(name), [1, 6], "format 1.6 golden file", true);
+}
+
+#[cfg(feature = "zstd")]
+fn write_bounded(path: &std::path::Path, codec: fn(f64) -> Codec, created_by: &str) {
     let mut ds = DatasetBuilder::new()
         .axis(Axis::new("inline", 20))
         .axis(Axis::new("crossline", 24))
@@ -547,11 +568,11 @@ fn generate_1_5_bounded(name: &str) {
                 .chunk(&[16, 16, 64])
                 .fill(-999.25f32)
                 .no_value(1e30f32)
-                .codec(Codec::bounded(AMPLITUDE_TOLERANCE)),
+                .codec(codec(AMPLITUDE_TOLERANCE)),
         )
-        .variable(VariableBuilder::new("depth", DType::Float64, &["time"]).codec(Codec::bounded(DEPTH_TOLERANCE)))
-        .attribute("created_by", "format 1.5 golden file")
-        .create(&path)
+        .variable(VariableBuilder::new("depth", DType::Float64, &["time"]).codec(codec(DEPTH_TOLERANCE)))
+        .attribute("created_by", created_by)
+        .create(path)
         .unwrap();
     let a: Vec<f32> = (0..20 * 24 * 100u64).map(|n| amplitude_1_5(n / 2400, n / 100 % 24, n % 100)).collect();
     ds.write("amplitude", &Region::full(&[20, 24, 100]).unwrap(), Order::C, &a).unwrap();
@@ -561,14 +582,15 @@ fn generate_1_5_bounded(name: &str) {
 }
 
 #[cfg(feature = "zstd")]
-fn check_1_5_bounded(name: &str) {
-    let path = std::path::Path::new(DIR_1_5).join(name);
+fn check_bounded(path: &std::path::Path, version: [u16; 2], created_by: &str, interpolation: bool) {
     assert!(path.exists(), "{} is missing: golden files are committed, never regenerated", path.display());
-    let ds = Dataset::open(&path).unwrap();
-    assert_eq!(ds.format_version(), [1, 5]);
-    assert_eq!(ds.attributes()["created_by"], json!("format 1.5 golden file"));
+    let ds = Dataset::open(path).unwrap();
+    assert_eq!(ds.format_version(), version);
+    assert_eq!(ds.attributes()["created_by"], json!(created_by));
     let v = &ds.variables()[0];
-    assert!(matches!(v.codec().compression, vds::Compression::Bounded { tolerance, .. } if tolerance == AMPLITUDE_TOLERANCE));
+    assert!(
+        matches!(v.codec().compression, vds::Compression::Bounded { tolerance, interpolation: i, .. } if tolerance == AMPLITUDE_TOLERANCE && i == interpolation)
+    );
     let a: Vec<f32> = ds.read_vec("amplitude", &Region::full(&[20, 24, 100]).unwrap(), Order::C).unwrap();
     for (n, &got) in a.iter().enumerate() {
         let n = n as u64;
@@ -597,11 +619,22 @@ fn format_1_5_bounded_files_stay_readable() {
     golden(DIR_1_5, "bounded.vds", generate_1_5_bounded, check_1_5_bounded);
 }
 
+#[cfg(feature = "zstd")]
+const DIR_1_6: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v1.6");
+
+#[test]
+#[cfg(feature = "zstd")]
+fn format_1_6_bounded_files_stay_readable() {
+    golden(DIR_1_6, "bounded-interpolation.vds", generate_1_6_bounded, check_1_6_bounded);
+}
+
 /// A build without zstd reports the bounded golden file as using an
 /// unsupported feature.
 #[test]
 #[cfg(not(feature = "zstd"))]
 fn format_1_5_bounded_files_are_an_unsupported_feature_without_zstd() {
     let e = Dataset::open(std::path::Path::new(DIR_1_5).join("bounded.vds")).unwrap_err();
+    assert_eq!(e.kind(), vds::ErrorKind::UnsupportedFeature, "{e}");
+    let e = Dataset::open(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v1.6/bounded-interpolation.vds")).unwrap_err();
     assert_eq!(e.kind(), vds::ErrorKind::UnsupportedFeature, "{e}");
 }

@@ -86,7 +86,7 @@ fn every_read_matches_the_reference_whatever_blocks_it_touches() {
         create(&path, codec, Some(&blocks), &data);
         let ds = Dataset::open(&path).unwrap();
         assert_eq!(ds.variable("amplitude").unwrap().block_shape(), Some(&blocks[..]));
-        assert_eq!(ds.format_version(), [1, 5]);
+        assert_eq!(ds.format_version(), [1, vds::FORMAT_MINOR]);
         let mut rng = Rng::new(common::seed(11));
         for round in 0..300 {
             let region = random_region(&mut rng);

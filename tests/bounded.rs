@@ -109,9 +109,9 @@ fn values_stay_within_the_bound_through_whole_and_partial_writes() {
     // The descriptor names the codec, its tolerance and the feature.
     let head = std::fs::read(&path).unwrap();
     let line = String::from_utf8_lossy(&head[..head.iter().skip(8).position(|&c| c == b'\n').unwrap() + 8]).to_string();
-    assert!(line.contains(r#""id":"bounded","level":3,"shuffle":false,"tolerance":0.02"#), "{line}");
-    assert!(line.contains(r#""incompat":["bounded_codec"]"#), "{line}");
-    assert_eq!(ds.format_version(), [1, 5]);
+    assert!(line.contains(r#""id":"bounded","level":3,"shuffle":false,"tolerance":0.02,"predictor":"interpolation""#), "{line}");
+    assert!(line.contains(r#""incompat":["bounded_codec","bounded_interpolation"]"#), "{line}");
+    assert_eq!(ds.format_version(), [1, 6]);
 }
 
 #[test]
@@ -176,7 +176,7 @@ fn misuse_is_refused() {
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     // A relative tolerance is resolved to the absolute bound the file keeps.
     let c = Codec::bounded_relative(0.001, -2.0, 3.0);
-    assert_eq!(c.compression, Compression::Bounded { tolerance: 0.001 * 5.0, level: 3 });
+    assert_eq!(c.compression, Compression::Bounded { tolerance: 0.001 * 5.0, level: 3, interpolation: true });
     let ds = create(DType::Float32, c).unwrap();
     assert_eq!(ds.variables()[0].codec(), c);
 }

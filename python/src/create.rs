@@ -79,6 +79,8 @@ pub(crate) struct CodecSpec {
     shuffle: bool,
     /// The absolute error bound of codec "bounded".
     tolerance: Option<f64>,
+    /// The predictor of codec "bounded": "interpolation" (the default) or "lorenzo".
+    predictor: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -109,8 +111,8 @@ fn scalar(py: Python<'_>, what: &str, v: &Value) -> PyResult<Scalar> {
 }
 
 pub(crate) fn codec(py: Python<'_>, var: &str, c: &CodecSpec) -> PyResult<Codec> {
-    if c.tolerance.is_some() && c.id != "bounded" {
-        return Err(invalid(py, format!("variable {var:?}: codec {:?} takes no tolerance", c.id)));
+    if (c.tolerance.is_some() || c.predictor.is_some()) && c.id != "bounded" {
+        return Err(invalid(py, format!("variable {var:?}: codec {:?} takes no tolerance or predictor", c.id)));
     }
     let codec = match (c.id.as_str(), c.level) {
         ("none", None) => Codec::NONE,
@@ -136,8 +138,15 @@ pub(crate) fn codec(py: Python<'_>, var: &str, c: &CodecSpec) -> PyResult<Codec>
             let Some(tolerance) = c.tolerance else {
                 return Err(invalid(py, format!("variable {var:?}: codec \"bounded\" needs a tolerance (\"bounded:0.01\")")));
             };
+            let interpolation = match c.predictor.as_deref() {
+                None | Some("interpolation") => true,
+                Some("lorenzo") => false,
+                Some(other) => {
+                    return Err(invalid(py, format!("variable {var:?}: predictor {other:?} is not \"interpolation\" or \"lorenzo\"")))
+                }
+            };
             // The library refuses a tolerance out of (0, 1e300] when the variable is created.
-            return Ok(Codec { compression: vds::Compression::Bounded { tolerance, level }, shuffle: false });
+            return Ok(Codec { compression: vds::Compression::Bounded { tolerance, level, interpolation }, shuffle: false });
         }
         (id, level) => {
             return Err(invalid(

@@ -206,8 +206,9 @@ fn codec_dict<'py>(py: Python<'py>, c: vds::Codec) -> PyResult<Bound<'py, PyDict
     d.set_item("id", id)?;
     d.set_item("level", level)?;
     d.set_item("shuffle", c.shuffle)?;
-    if let Compression::Bounded { tolerance, .. } = c.compression {
+    if let Compression::Bounded { tolerance, interpolation, .. } = c.compression {
         d.set_item("tolerance", tolerance)?;
+        d.set_item("predictor", if interpolation { "interpolation" } else { "lorenzo" })?;
     }
     Ok(d)
 }

@@ -387,17 +387,22 @@ def test_read_into_a_callers_array(tmp_path, rng):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_bounded_codec_keeps_every_value_within_the_tolerance(tmp_path, rng, dtype):
+@pytest.mark.parametrize("predictor", ["interpolation", "lorenzo"])
+def test_bounded_codec_keeps_every_value_within_the_tolerance(tmp_path, rng, dtype, predictor):
     ref = (np.cumsum(rng.standard_normal((24, 20, 40)), axis=2) * 0.3).astype(dtype)
     ref[0, 0, :5] = [np.nan, np.inf, -np.inf, -999.25, -12345.5]
     tol = 0.01
+    codec = f"bounded:{tol}" if predictor == "interpolation" else {"id": "bounded", "tolerance": tol, "predictor": "lorenzo"}
     with vds.create(tmp_path / "b.vds", axes=[("i", 24), ("j", 20), ("k", 40)],
-                    variables={"v": {"dtype": dtype, "dims": ["i", "j", "k"], "chunks": [8, 10, 40], "codec": f"bounded:{tol}",
+                    variables={"v": {"dtype": dtype, "dims": ["i", "j", "k"], "chunks": [8, 10, 40], "codec": codec,
                                      "fill_value": -999.25, "no_value": -12345.5}}) as ds:
         ds["v"][...] = ref
     with vds.open(tmp_path / "b.vds") as ds:
         v = ds["v"]
-        assert v.codec == {"id": "bounded", "level": 3, "shuffle": False, "tolerance": tol}
+        assert v.codec == {"id": "bounded", "level": 3, "shuffle": False, "tolerance": tol, "predictor": predictor}
+        # Lorenzo-only files are format 1.5 to readers: no 1.6 feature is listed.
+        head = (tmp_path / "b.vds").read_bytes()[:4096].decode("latin-1")
+        assert ("bounded_interpolation" in head) == (predictor == "interpolation")
         back = np.asarray(v)
     exact = ~np.isfinite(ref) | (ref == -999.25) | (ref == -12345.5)
     np.testing.assert_array_equal(back[exact].view(f"u{ref.itemsize}"), ref[exact].view(f"u{ref.itemsize}"))
@@ -414,7 +419,9 @@ def test_bounded_codec_relative_and_misuse(tmp_path):
         assert ds["v"].codec["tolerance"] == 0.001 * 5.0
     for bad in [{"dtype": "int32", "dims": ["x"], "codec": "bounded:0.1"}, {"dtype": "float32", "dims": ["x"], "codec": "bounded:0"},
                 {"dtype": "float32", "dims": ["x"], "codec": "bounded:x"}, {"dtype": "float32", "dims": ["x"], "codec": "bounded"},
-                {"dtype": "float32", "dims": ["x"], "codec": {"id": "zstd", "tolerance": 0.1}}]:
+                {"dtype": "float32", "dims": ["x"], "codec": {"id": "zstd", "tolerance": 0.1}},
+                {"dtype": "float32", "dims": ["x"], "codec": {"id": "zstd", "predictor": "interpolation"}},
+                {"dtype": "float32", "dims": ["x"], "codec": {"id": "bounded", "tolerance": 0.1, "predictor": "wavelet"}}]:
         with pytest.raises(vds.InvalidArgumentError):
             vds.create(tmp_path / "bad.vds", axes=[("x", 4)], variables={"v": bad}, overwrite=True)
 

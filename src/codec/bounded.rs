@@ -1,7 +1,10 @@
 //! The error-bounded codec (SPEC.md 6.6): float chunks stored with every
-//! value within an absolute tolerance `t` of the value written.
+//! value within an absolute tolerance `t` of the value written. Two
+//! predictors share the quantization and the checks here: Lorenzo
+//! (method 1, this file) and interpolation (method 2, [`interp`], format
+//! 1.6, the default of new variables).
 //!
-//! Each value is predicted from its already *reconstructed* neighbours by
+//! Lorenzo: each value is predicted from its already *reconstructed* neighbours by
 //! the Lorenzo predictor over a 3-D view of the chunk (its own axes, its
 //! last axis with the others merged, or one axis: the encoder keeps the
 //! view whose codes cost least on the chunk's leading eighth); the
@@ -25,6 +28,8 @@
 //! if anything is off the caller stores the chunk losslessly.
 
 use super::zstd;
+
+mod interp;
 
 /// First header byte: the stream's method (Lorenzo prediction, zstd).
 const METHOD_LORENZO: u8 = 1;
@@ -226,16 +231,27 @@ pub(crate) fn lorenzo_shape(shape: &[usize]) -> [usize; 3] {
 
 /// Encodes one chunk (native-order elements of f32 when `esize` is 4, f64
 /// when 8) of shape `shape` with tolerance `tol`, keeping the elements whose
-/// bits are in `exact` bit for bit; zstd at `level`. None when the stream
+/// bits are in `exact` bit for bit; zstd at `level`; by interpolation
+/// (method 2) when `interpolation`, else by Lorenzo prediction. None when the stream
 /// would not be shorter than the raw chunk, or when decoding it does not
 /// give back every value within the bound: the caller stores it losslessly.
-pub(crate) fn encode(esize: usize, data: &[u8], shape: &[usize], tol: f64, exact: &[u64], level: u8) -> Option<Vec<u8>> {
+pub(crate) fn encode(
+    esize: usize,
+    data: &[u8],
+    shape: &[usize],
+    tol: f64,
+    exact: &[u64],
+    level: u8,
+    interpolation: bool,
+) -> Option<Vec<u8>> {
     if !(tol > 0.0 && tol <= MAX_TOLERANCE) || shape.iter().product::<usize>() * esize != data.len() || data.is_empty() {
         return None;
     }
-    let out = match esize {
-        4 => encode_as::<f32>(data, shape, tol, exact, level)?,
-        8 => encode_as::<f64>(data, shape, tol, exact, level)?,
+    let out = match (esize, interpolation) {
+        (4, false) => encode_as::<f32>(data, shape, tol, exact, level)?,
+        (8, false) => encode_as::<f64>(data, shape, tol, exact, level)?,
+        (4, true) => interp::encode::<f32>(data, lorenzo_shape(shape), tol, exact, level)?,
+        (8, true) => interp::encode::<f64>(data, lorenzo_shape(shape), tol, exact, level)?,
         _ => return None,
     };
     // The guarantee, checked on the bytes as the reader will see them.
@@ -292,6 +308,27 @@ impl Quantized {
     }
 }
 
+/// The code of `x` predicted as `p` (`zigzag(q) + 1` for q steps of
+/// `step`, whose `inverse` is given) and the value the reader will
+/// reconstruct from it; None when `x` must be an outlier (not finite, out
+/// of range, beyond the bound once rounded, or in `exact` and not coming
+/// back bit for bit).
+#[inline(always)]
+fn quantize_one<T: Float>(x: T, p: f64, step: f64, inverse: f64, tol: f64, exact: &[u64]) -> Option<(u32, f64)> {
+    let xw = x.wide();
+    let t = (xw - p) * inverse;
+    // Also false for NaN (a prediction that overflowed).
+    if !(xw.is_finite() && t.abs() <= MAX_STEPS) {
+        return None;
+    }
+    // Rounded half away from zero by a truncating conversion: f64::round
+    // is a libm call here, and any q will do (the check decides).
+    let q = (t + 0.5f64.copysign(t)) as i64;
+    let y = T::narrow(p + q as f64 * step);
+    let ok = if exact.contains(&x.bits()) { y.bits() == x.bits() } else { within(xw, y.wide(), tol) };
+    ok.then(|| ((((q << 1) ^ (q >> 63)) + 1) as u32, y.wide()))
+}
+
 /// Quantizes a chunk under the predictor's view `n` (SPEC.md 6.6).
 fn quantize<T: Float>(data: &[u8], n: [usize; 3], tol: f64, exact: &[u64]) -> Quantized {
     let step = 2.0 * tol;
@@ -305,22 +342,14 @@ fn quantize<T: Float>(data: &[u8], n: [usize; 3], tol: f64, exact: &[u64]) -> Qu
         #[inline(always)]
         |p, i| {
             let x = value(i);
-            let xw = x.wide();
-            let t = (xw - p) * inverse;
-            // Also false for NaN (a prediction that overflowed).
-            if xw.is_finite() && t.abs() <= MAX_STEPS {
-                // Rounded half away from zero by a truncating conversion:
-                // f64::round is a libm call here, and any q will do.
-                let q = (t + 0.5f64.copysign(t)) as i64;
-                let y = T::narrow(p + q as f64 * step);
-                let ok = if exact.contains(&x.bits()) { y.bits() == x.bits() } else { within(xw, y.wide(), tol) };
-                if ok {
-                    codes[i] = (((q << 1) ^ (q >> 63)) + 1) as u32;
-                    return y.wide();
+            match quantize_one(x, p, step, inverse, tol, exact) {
+                Some((code, y)) => {
+                    codes[i] = code;
+                    y
                 }
+                // An outlier (code 0): the reader takes x itself.
+                None => x.wide(),
             }
-            // An outlier (code 0): the reader takes x itself.
-            xw
         },
     );
     // The outliers in element order, which the walk does not follow.
@@ -402,21 +431,23 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-/// The header's fields, checked against a chunk of `elems` elements of
-/// `esize` bytes: (code width, tolerance, outliers, 3-D shape, payload bytes).
-fn header(stored: &[u8], esize: usize, elems: usize) -> Result<(usize, f64, usize, [usize; 3], usize), String> {
-    if stored.len() < HEADER_LEN {
-        return Err(format!("bounded chunk of {} bytes is shorter than its {HEADER_LEN}-byte header", stored.len()));
-    }
-    if stored[0] != METHOD_LORENZO {
-        return Err(format!("bounded chunk: unknown method {}", stored[0]));
+/// The header fields both methods share (SPEC.md 6.6.1 and 6.6.2).
+struct Header {
+    width: usize,
+    tol: f64,
+    outliers: usize,
+    n: [usize; 3],
+}
+
+/// Checks the shared fields of a header of `len` bytes against a chunk of
+/// `elems` elements.
+fn common_header(stored: &[u8], len: usize, elems: usize) -> Result<Header, String> {
+    if stored.len() < len {
+        return Err(format!("bounded chunk of {} bytes is shorter than its {len}-byte header", stored.len()));
     }
     let width = usize::from(stored[1]);
     if ![1, 2, 4].contains(&width) {
         return Err(format!("bounded chunk: code width {width} (expected 1, 2 or 4)"));
-    }
-    if stored[2] != 0 || stored[3] != 0 {
-        return Err("bounded chunk: reserved header bytes are not zero".into());
     }
     let mut t = [0u8; 8];
     t.copy_from_slice(&stored[4..12]);
@@ -432,7 +463,17 @@ fn header(stored: &[u8], esize: usize, elems: usize) -> Result<(usize, f64, usiz
     if n.iter().try_fold(1usize, |a, &e| a.checked_mul(e)) != Some(elems) {
         return Err(format!("bounded chunk: predictor shape {n:?} does not hold the chunk's {elems} elements"));
     }
-    Ok((width, tol, outliers, n, elems * width + outliers * esize))
+    Ok(Header { width, tol, outliers, n })
+}
+
+/// The header's fields, checked against a chunk of `elems` elements of
+/// `esize` bytes: (code width, tolerance, outliers, 3-D shape, payload bytes).
+fn header(stored: &[u8], esize: usize, elems: usize) -> Result<(usize, f64, usize, [usize; 3], usize), String> {
+    let h = common_header(stored, HEADER_LEN, elems)?;
+    if stored[2] != 0 || stored[3] != 0 {
+        return Err("bounded chunk: reserved header bytes are not zero".into());
+    }
+    Ok((h.width, h.tol, h.outliers, h.n, elems * h.width + h.outliers * esize))
 }
 
 /// Decodes a stream made by [`encode`] into `out` (native-order elements,
@@ -441,6 +482,13 @@ fn header(stored: &[u8], esize: usize, elems: usize) -> Result<(usize, f64, usiz
 pub(crate) fn decode(esize: usize, stored: &[u8], out: &mut [u8]) -> Result<(), String> {
     if esize != 4 && esize != 8 {
         return Err("bounded chunk in a variable that is not float32 or float64".into());
+    }
+    match stored.first() {
+        Some(&METHOD_LORENZO) => {}
+        Some(&interp::METHOD) if esize == 4 => return interp::decode::<f32>(stored, out),
+        Some(&interp::METHOD) => return interp::decode::<f64>(stored, out),
+        Some(&m) => return Err(format!("bounded chunk: unknown method {m}")),
+        None => return Err("bounded chunk of 0 bytes".into()),
     }
     let elems = out.len() / esize;
     let (width, tol, outliers, n, len) = header(stored, esize, elems)?;
@@ -492,27 +540,27 @@ fn decode_as<T: Float>(payload: &[u8], width: usize, tol: f64, outliers: usize, 
 #[cfg(test)]
 // Test buffers are in memory form, native byte order.
 #[allow(clippy::host_endian_bytes)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// An xorshift generator: tests need no dependency for random numbers.
-    struct Rng(u64);
+    pub(super) struct Rng(pub(super) u64);
     impl Rng {
-        fn next(&mut self) -> u64 {
+        pub(super) fn next(&mut self) -> u64 {
             self.0 ^= self.0 << 13;
             self.0 ^= self.0 >> 7;
             self.0 ^= self.0 << 17;
             self.0
         }
-        fn unit(&mut self) -> f64 {
+        pub(super) fn unit(&mut self) -> f64 {
             (self.next() >> 11) as f64 / (1u64 << 53) as f64
         }
     }
 
-    fn bytes32(v: &[f32]) -> Vec<u8> {
+    pub(super) fn bytes32(v: &[f32]) -> Vec<u8> {
         v.iter().flat_map(|x| x.to_ne_bytes()).collect()
     }
-    fn bytes64(v: &[f64]) -> Vec<u8> {
+    pub(super) fn bytes64(v: &[f64]) -> Vec<u8> {
         v.iter().flat_map(|x| x.to_ne_bytes()).collect()
     }
 
@@ -521,10 +569,17 @@ mod tests {
     /// comparison for f32, whose differences f64 holds exactly when the
     /// exponents are close, and by the sign of the TwoSum error otherwise).
     /// Returns the stored length, or None when the encoder declined.
-    fn round_trip32(v: &[f32], shape: &[usize], tol: f64, exact: &[f32]) -> Option<usize> {
+    /// Under both predictors: the shorter stream's length, or None when
+    /// either declined.
+    pub(super) fn round_trip32(v: &[f32], shape: &[usize], tol: f64, exact: &[f32]) -> Option<usize> {
+        let (a, b) = (round_trip32_by(v, shape, tol, exact, false), round_trip32_by(v, shape, tol, exact, true));
+        Some(a?.min(b?))
+    }
+
+    fn round_trip32_by(v: &[f32], shape: &[usize], tol: f64, exact: &[f32], interpolation: bool) -> Option<usize> {
         let data = bytes32(v);
         let ex: Vec<u64> = exact.iter().map(|x| u64::from(x.to_bits())).collect();
-        let stored = encode(4, &data, shape, tol, &ex, 3)?;
+        let stored = encode(4, &data, shape, tol, &ex, 3, interpolation)?;
         let mut back = vec![0u8; data.len()];
         decode(4, &stored, &mut back).unwrap();
         for (i, (x, y)) in v.iter().zip(back.chunks_exact(4)).enumerate() {
@@ -547,9 +602,15 @@ mod tests {
         s.is_finite() && (s.abs() < t || (s.abs() == t && e * s.signum() <= 0.0))
     }
 
-    fn round_trip64(v: &[f64], shape: &[usize], tol: f64) -> Option<usize> {
+    /// As [`round_trip32`].
+    pub(super) fn round_trip64(v: &[f64], shape: &[usize], tol: f64) -> Option<usize> {
+        let (a, b) = (round_trip64_by(v, shape, tol, false), round_trip64_by(v, shape, tol, true));
+        Some(a?.min(b?))
+    }
+
+    fn round_trip64_by(v: &[f64], shape: &[usize], tol: f64, interpolation: bool) -> Option<usize> {
         let data = bytes64(v);
-        let stored = encode(8, &data, shape, tol, &[], 3)?;
+        let stored = encode(8, &data, shape, tol, &[], 3, interpolation)?;
         let mut back = vec![0u8; data.len()];
         decode(8, &stored, &mut back).unwrap();
         for (i, (x, y)) in v.iter().zip(back.chunks_exact(8)).enumerate() {
@@ -671,7 +732,7 @@ mod tests {
     fn hostile_streams_are_refused() {
         let v: Vec<f32> = (0..1000).map(|i| (i as f32 * 0.1).sin()).collect();
         let data = bytes32(&v);
-        let stored = encode(4, &data, &[10, 100], 1e-3, &[], 3).unwrap();
+        let stored = encode(4, &data, &[10, 100], 1e-3, &[], 3, false).unwrap();
         let mut out = vec![0u8; data.len()];
         decode(4, &stored, &mut out).unwrap();
         assert!(decode(4, &stored[..HEADER_LEN - 1], &mut out).is_err());
@@ -690,6 +751,28 @@ mod tests {
             let mut bad = stored.clone();
             bad[at] ^= 0x5a;
             let _ = decode(4, &bad, &mut out);
+        }
+    }
+
+    /// An outlier's raw little-endian bytes (4 or 8) as binary64 (SPEC.md 6.6.1).
+    pub(super) fn spec_outlier(b: &[u8]) -> f64 {
+        if b.len() == 4 {
+            f64::from(f32::from_le_bytes(b.try_into().unwrap()))
+        } else {
+            f64::from_le_bytes(b.try_into().unwrap())
+        }
+    }
+
+    /// The value of code `c` (not 0) predicted as `p` (SPEC.md 6.6.1), in
+    /// binary64, rounded to the element type of `esize` bytes.
+    pub(super) fn spec_value(c: u64, p: f64, t: f64, esize: usize) -> f64 {
+        let z = c - 1;
+        let q: i64 = if z % 2 == 0 { (z / 2) as i64 } else { -(z.div_ceil(2) as i64) };
+        let y = p + q as f64 * (2.0 * t);
+        if esize == 4 {
+            f64::from(y as f32)
+        } else {
+            y
         }
     }
 
@@ -724,28 +807,16 @@ mod tests {
                     let m = (i as usize * n1 + j as usize) * n2 + l as usize;
                     let c = (0..w).fold(0u64, |c, b| c | u64::from(payload[b * e + m]) << (8 * b));
                     let v = if c == 0 {
-                        let b = &payload[next_outlier..next_outlier + esize];
                         next_outlier += esize;
-                        if esize == 4 {
-                            f64::from(f32::from_le_bytes(b.try_into().unwrap()))
-                        } else {
-                            f64::from_le_bytes(b.try_into().unwrap())
-                        }
+                        spec_outlier(&payload[next_outlier - esize..next_outlier])
                     } else {
-                        let z = c - 1;
-                        let q: i64 = if z % 2 == 0 { (z / 2) as i64 } else { -(z.div_ceil(2) as i64) };
                         let p = r(&out, i - 1, j, l) + r(&out, i, j - 1, l)
                             - r(&out, i - 1, j - 1, l)
                             - r(&out, i - 1, j, l - 1)
                             - r(&out, i, j - 1, l - 1)
                             + r(&out, i - 1, j - 1, l - 1)
                             + r(&out, i, j, l - 1);
-                        let y = p + q as f64 * (2.0 * t);
-                        if esize == 4 {
-                            f64::from(y as f32)
-                        } else {
-                            y
-                        }
+                        spec_value(c, p, t, esize)
                     };
                     out[m] = v;
                 }
@@ -768,7 +839,7 @@ mod tests {
             .collect();
         for (tol, shape) in [(0.5, [6usize, 7, 50]), (1e-3, [6, 7, 50]), (1e-6, [42, 1, 50])] {
             let data = bytes64(&v);
-            let stored = encode(8, &data, &shape, tol, &[], 3).unwrap();
+            let stored = encode(8, &data, &shape, tol, &[], 3, false).unwrap();
             let mut back = vec![0u8; data.len()];
             decode(8, &stored, &mut back).unwrap();
             let ours: Vec<u64> = back.chunks_exact(8).map(|b| f64::from_ne_bytes(b.try_into().unwrap()).to_bits()).collect();
@@ -776,7 +847,7 @@ mod tests {
             assert_eq!(ours, theirs, "tolerance {tol}");
             let v32: Vec<f32> = v.iter().map(|&x| x as f32).collect();
             let data = bytes32(&v32);
-            let stored = encode(4, &data, &shape, tol, &[], 3).unwrap();
+            let stored = encode(4, &data, &shape, tol, &[], 3, false).unwrap();
             let mut back = vec![0u8; data.len()];
             decode(4, &stored, &mut back).unwrap();
             let ours: Vec<u64> = back.chunks_exact(4).map(|b| f64::from(f32::from_ne_bytes(b.try_into().unwrap())).to_bits()).collect();
@@ -817,12 +888,12 @@ mod tests {
         let view = |stored: &[u8]| [16, 20, 24].map(|at| u32::from_le_bytes(stored[at..at + 4].try_into().unwrap()));
         let mut rng = Rng(3);
         let noise: Vec<f32> = (0..16 * 16 * 16).map(|_| rng.unit() as f32).collect();
-        let stored = encode(4, &bytes32(&noise), &[16, 16, 16], 0.01, &[], 3).unwrap();
+        let stored = encode(4, &bytes32(&noise), &[16, 16, 16], 0.01, &[], 3, false).unwrap();
         assert_eq!(view(&stored), [1, 1, 4096]);
         let smooth: Vec<f32> = (0..16 * 16 * 16)
             .map(|i| ((i / 256) as f32 * 0.3).sin() * ((i / 16 % 16) as f32 * 0.2).cos() * ((i % 16) as f32 * 0.5).sin())
             .collect();
-        let stored = encode(4, &bytes32(&smooth), &[16, 16, 16], 1e-4, &[], 3).unwrap();
+        let stored = encode(4, &bytes32(&smooth), &[16, 16, 16], 1e-4, &[], 3, false).unwrap();
         assert_eq!(view(&stored), [16, 16, 16]);
         assert_eq!(views_of(lorenzo_shape(&[4, 1, 8, 16])), [[4, 8, 16], [1, 32, 16], [1, 1, 512]]);
         assert_eq!(views_of(lorenzo_shape(&[100])), [[1, 1, 100]; 3]);

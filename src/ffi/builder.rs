@@ -225,8 +225,9 @@ pub unsafe extern "C" fn vds_builder_set_codec(
 /// Sets the codec of variable `var` (float32 or float64) to the bounded
 /// codec: every value read back is within `tolerance` (finite, in
 /// (0, 1e300]) of the value written, and NaNs, infinities, the fill value
-/// and the no-value marker come back bit for bit; the codes are compressed
-/// by zstd at `level` (1..22; 3 is a good default). A chunk the codec cannot
+/// and the no-value marker come back bit for bit; values are predicted by
+/// interpolation from a coarser grid (format 1.6, SPEC.md 6.6.2) and the
+/// codes compressed by zstd at `level` (1..22; 3 is a good default). A chunk the codec cannot
 /// store within the bound, or smaller, is stored losslessly. Creating the
 /// container fails with `VDS_ERR_INVALID_ARGUMENT` if the variable is not
 /// float32 or float64 or is quantized, and with
@@ -246,7 +247,7 @@ pub unsafe extern "C" fn vds_builder_set_bounded_codec(b: *mut vds_builder, var:
             Ok(l) if Compression::ZSTD_LEVELS.contains(&l) => l,
             _ => return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("zstd level {level} is not in 1..22")),
         };
-        let codec = Codec { compression: Compression::Bounded { tolerance, level }, shuffle: false };
+        let codec = Codec { compression: Compression::Bounded { tolerance, level, interpolation: true }, shuffle: false };
         with_variable(b, var, |v| {
             v.codec(codec);
             Ok(())

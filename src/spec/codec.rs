@@ -37,6 +37,11 @@ pub enum Compression {
         tolerance: f64,
         /// zstd level of the codes, 1..=22.
         level: u8,
+        /// Values are predicted by interpolation from a coarser grid
+        /// (SPEC.md 6.6.2; format 1.6, feature `bounded_interpolation`), as
+        /// [`Codec::bounded`] does; false: by the Lorenzo predictor of
+        /// format 1.5 (6.6.1), which 1.5 readers decode.
+        interpolation: bool,
     },
 }
 
@@ -48,9 +53,10 @@ impl PartialEq for Compression {
             (Compression::None, Compression::None) => true,
             (Compression::Deflate { level: a }, Compression::Deflate { level: b }) => a == b,
             (Compression::Zstd { level: a }, Compression::Zstd { level: b }) => a == b,
-            (Compression::Bounded { tolerance: a, level: la }, Compression::Bounded { tolerance: b, level: lb }) => {
-                a.to_bits() == b.to_bits() && la == lb
-            }
+            (
+                Compression::Bounded { tolerance: a, level: la, interpolation: ia },
+                Compression::Bounded { tolerance: b, level: lb, interpolation: ib },
+            ) => a.to_bits() == b.to_bits() && la == lb && ia == ib,
             _ => false,
         }
     }
@@ -93,13 +99,21 @@ impl Codec {
     }
 
     /// Lossy with every value within `tolerance` of the value written (see
-    /// [`Compression::Bounded`]), codes compressed by zstd level 3. Creating
+    /// [`Compression::Bounded`]), values predicted by interpolation, codes
+    /// compressed by zstd level 3. Creating
     /// a variable with it fails with [`ErrorKind::InvalidArgument`] unless the
     /// variable is float32 or float64 (and not quantized) and the tolerance is
     /// in (0, 1e300], and with [`ErrorKind::UnsupportedFeature`] in a build
     /// without the cargo feature `zstd`.
     pub fn bounded(tolerance: f64) -> Codec {
-        Codec { compression: Compression::Bounded { tolerance, level: 3 }, shuffle: false }
+        Codec { compression: Compression::Bounded { tolerance, level: 3, interpolation: true }, shuffle: false }
+    }
+
+    /// [`Codec::bounded`] with the Lorenzo predictor of format 1.5, for
+    /// files that 1.5 readers must decode; it stores seismic and smooth
+    /// volumes larger than interpolation does.
+    pub fn bounded_lorenzo(tolerance: f64) -> Codec {
+        Codec { compression: Compression::Bounded { tolerance, level: 3, interpolation: false }, shuffle: false }
     }
 
     /// [`Codec::bounded`] with a relative tolerance: `fraction` of the width
@@ -117,6 +131,9 @@ impl Codec {
     }
 }
 
+/// The descriptor's name of the interpolation predictor of codec "bounded".
+pub(crate) const INTERPOLATION: &str = "interpolation";
+
 /// Codec as it appears in the descriptor: `{"id":"deflate","level":6,"shuffle":true}`.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub(crate) struct CodecJson {
@@ -128,26 +145,44 @@ pub(crate) struct CodecJson {
     /// The absolute error bound of codec "bounded" (format 1.5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerance: Option<f64>,
+    /// The predictor of codec "bounded": "interpolation" (format 1.6) or,
+    /// when absent, Lorenzo.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predictor: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
 impl CodecJson {
     pub(crate) fn from_codec(c: Codec) -> CodecJson {
-        let (id, level, tolerance) = match c.compression {
-            Compression::None => ("none", None, None),
-            Compression::Deflate { level } => ("deflate", Some(level), None),
-            Compression::Zstd { level } => ("zstd", Some(level), None),
-            Compression::Bounded { tolerance, level } => ("bounded", Some(level), Some(tolerance)),
+        let (id, level, tolerance, predictor) = match c.compression {
+            Compression::None => ("none", None, None, None),
+            Compression::Deflate { level } => ("deflate", Some(level), None, None),
+            Compression::Zstd { level } => ("zstd", Some(level), None, None),
+            Compression::Bounded { tolerance, level, interpolation } => {
+                ("bounded", Some(level), Some(tolerance), interpolation.then(|| INTERPOLATION.to_string()))
+            }
         };
         let shuffle = c.shuffle && tolerance.is_none();
-        CodecJson { id: id.into(), level, shuffle, tolerance, extra: Map::new() }
+        CodecJson { id: id.into(), level, shuffle, tolerance, predictor, extra: Map::new() }
     }
 
     pub(crate) fn to_codec(&self, var: &str) -> Result<Codec> {
         if self.tolerance.is_some() && self.id != "bounded" {
             return Err(descriptor_error(format!("variable {var:?}: codec {:?} takes no \"tolerance\"", self.id)));
         }
+        let interpolation = match self.predictor.as_deref() {
+            Some(p) if self.id != "bounded" => {
+                return Err(descriptor_error(format!("variable {var:?}: codec {:?} takes no \"predictor\" (found {p:?})", self.id)))
+            }
+            None => false,
+            Some(INTERPOLATION) => true,
+            Some(other) => {
+                return Err(descriptor_error(format!(
+                    "variable {var:?}: codec \"bounded\" has predictor {other:?} (expected \"{INTERPOLATION}\" or none)"
+                )))
+            }
+        };
         let compression = match (self.id.as_str(), self.level) {
             ("none", None) => Compression::None,
             ("none", Some(_)) => return Err(descriptor_error(format!("variable {var:?}: codec \"none\" takes no \"level\""))),
@@ -170,7 +205,7 @@ impl CodecJson {
                 ))
             }
             ("bounded", Some(level)) if Compression::ZSTD_LEVELS.contains(&level) && !self.shuffle => match self.tolerance {
-                Some(tolerance) if tolerance > 0.0 && tolerance <= 1e300 => Compression::Bounded { tolerance, level },
+                Some(tolerance) if tolerance > 0.0 && tolerance <= 1e300 => Compression::Bounded { tolerance, level, interpolation },
                 other => {
                     return Err(descriptor_error(format!(
                         "variable {var:?}: codec \"bounded\" needs \"tolerance\" in (0, 1e300], found {other:?}"

@@ -41,6 +41,10 @@ pub(crate) const FEATURE_BLOCKS: &str = "blocks";
 /// that does not know it cannot decode the chunks; format 1.5).
 pub(crate) const FEATURE_BOUNDED: &str = "bounded_codec";
 
+/// A variable's bounded codec predicts by interpolation (incompatible: a
+/// reader that does not know it cannot decode its chunks; format 1.6).
+pub(crate) const FEATURE_BOUNDED_INTERPOLATION: &str = "bounded_interpolation";
+
 /// The container has the compact layout: a head not padded to 4 KiB and
 /// 128-byte commit slots (incompatible: a reader that does not know it
 /// would look for the slots in the wrong place; format 1.4). Listed
@@ -63,6 +67,8 @@ pub(crate) const KNOWN_FEATURES: &[&str] = &[
     FEATURE_ZSTD,
     #[cfg(feature = "zstd")]
     FEATURE_BOUNDED,
+    #[cfg(feature = "zstd")]
+    FEATURE_BOUNDED_INTERPOLATION,
 ];
 
 /// The three lists of `features`.
@@ -88,7 +94,7 @@ type Uses = fn(&VariableJson) -> bool;
 
 /// Every feature the format defines (in every build), with its list and
 /// what uses it.
-const DEFINED: [(&str, List, Uses); 9] = [
+const DEFINED: [(&str, List, Uses); 10] = [
     (FEATURE_NO_VALUE, List::Compat, |v| v.no_value.is_some()),
     (FEATURE_LOD, List::RoCompat, |v| v.lod.is_some()),
     (FEATURE_PARTITIONINGS, List::RoCompat, |v| !v.partitionings.is_empty()),
@@ -98,6 +104,7 @@ const DEFINED: [(&str, List, Uses); 9] = [
     (FEATURE_ZSTD, List::Incompat, |v| v.codec.id == "zstd"),
     (FEATURE_BLOCKS, List::Incompat, |v| v.blocks.is_some()),
     (FEATURE_BOUNDED, List::Incompat, |v| v.codec.id == "bounded"),
+    (FEATURE_BOUNDED_INTERPOLATION, List::Incompat, |v| v.codec.id == "bounded" && v.codec.predictor.is_some()),
 ];
 
 /// The features a new descriptor with these variables lists: those its

@@ -1,0 +1,599 @@
+//! The interpolation predictor of the bounded codec (method 2, SPEC.md
+//! 6.6.2): a chunk is reconstructed coarse to fine, each level halving the
+//! spacing of the known grid, and each new value is predicted by linear or
+//! cubic interpolation between known values along one axis.
+//!
+//! Lorenzo prediction (method 1) sums seven reconstructed neighbours, so at a
+//! loose tolerance it adds up seven quantization errors; interpolation
+//! averages two (or four) values of a coarser grid, and on smooth or
+//! band-limited data most of its codes are zero. Its predictions read only
+//! values reconstructed in earlier passes, so the chain of rounded
+//! operations that holds Lorenzo back is absent here.
+//!
+//! The stream (header, code planes or zero runs, outliers) is described in
+//! SPEC.md 6.6.2; [`encode`] and [`decode`] are its two ends.
+
+use super::{kept, quantize_one, zstd, Float, Quantized};
+
+/// First header byte of an interpolation stream.
+pub(super) const METHOD: u8 = 2;
+/// Bytes before the zstd frame.
+pub(super) const HEADER_LEN: usize = 36;
+/// Header flag: cubic (else linear) interpolation.
+const CUBIC: u8 = 1;
+/// Header flag: codes 1 (value predicted within the step) as zero runs.
+const RUNS: u8 = 2;
+/// The axis orders of the passes of a level, numbered as in the header.
+pub(super) const ORDERS: [[usize; 3]; 6] = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+/// Elements of the sample on which the encoder chooses order and kind.
+const SAMPLE: usize = 16384;
+/// The side of that sample in a 3-D view.
+const SIDE_3D: usize = 24;
+
+/// Which neighbours along the pass's axis a prediction has (SPEC.md 6.6.2).
+#[derive(Clone, Copy)]
+enum Case {
+    /// Only the one before: copied.
+    Before,
+    /// Before and after: their mean.
+    Linear,
+    /// Two before and two after.
+    Cubic,
+    /// One before, two after.
+    NearStart,
+    /// Two before, one after.
+    NearEnd,
+}
+
+/// The case of a prediction at coordinate `pos`, an odd multiple of `s`,
+/// along an axis of extent `nd`.
+#[inline(always)]
+fn case_of(pos: usize, s: usize, nd: usize, cubic: bool) -> Case {
+    if pos + s >= nd {
+        return Case::Before;
+    }
+    if !cubic {
+        return Case::Linear;
+    }
+    match (pos >= 3 * s, pos + 3 * s < nd) {
+        (true, true) => Case::Cubic,
+        (false, true) => Case::NearStart,
+        (true, false) => Case::NearEnd,
+        (false, false) => Case::Linear,
+    }
+}
+
+/// The prediction of element `i` from the values `h` and `3h` elements
+/// before and after it (SPEC.md 6.6.2, its operations in its order).
+#[inline(always)]
+fn predict(r: &[f64], i: usize, h: usize, case: Case) -> f64 {
+    match case {
+        Case::Before => r[i - h],
+        Case::Linear => (r[i - h] + r[i + h]) * 0.5,
+        Case::Cubic => (9.0 * (r[i - h] + r[i + h]) - (r[i - 3 * h] + r[i + 3 * h])) * 0.0625,
+        Case::NearStart => (3.0 * r[i - h] + 6.0 * r[i + h] - r[i + 3 * h]) * 0.125,
+        Case::NearEnd => (6.0 * r[i - h] + 3.0 * r[i + h] - r[i - 3 * h]) * 0.125,
+    }
+}
+
+/// Visits every element of the 3-D view `n` (C order) in the order of
+/// SPEC.md 6.6.2: element 0 with prediction 0, then for each level, coarse
+/// to fine, one pass per axis in `order`. `element(p, i)` gets element i with
+/// its prediction and returns its reconstructed value, which later
+/// predictions read from `r` (as [`kept`]; `r` holds one value per element).
+#[inline(always)]
+fn walk(n: [usize; 3], order: [usize; 3], cubic: bool, r: &mut [f64], mut element: impl FnMut(f64, usize) -> f64) {
+    if n.contains(&0) {
+        return;
+    }
+    let stride = [n[1] * n[2], n[2], 1];
+    r[0] = kept(element(0.0, 0));
+    let widest = n[0].max(n[1]).max(n[2]);
+    let levels = if widest <= 1 { 0 } else { usize::BITS - (widest - 1).leading_zeros() };
+    for level in (1..=levels).rev() {
+        let s = 1usize << (level - 1);
+        for (k, &d) in order.iter().enumerate() {
+            if s >= n[d] {
+                continue;
+            }
+            let mut start = [0usize; 3];
+            let mut step = [2 * s; 3];
+            for &e in &order[..k] {
+                step[e] = s;
+            }
+            start[d] = s;
+            let (h, nd) = (s * stride[d], n[d]);
+            for a in (start[0]..n[0]).step_by(step[0]) {
+                for b in (start[1]..n[1]).step_by(step[1]) {
+                    let row = a * stride[0] + b * stride[1];
+                    if d == 2 {
+                        for c in (start[2]..n[2]).step_by(step[2]) {
+                            let p = predict(r, row + c, h, case_of(c, s, nd, cubic));
+                            r[row + c] = kept(element(p, row + c));
+                        }
+                    } else {
+                        // The same neighbours for the whole row.
+                        let case = case_of(if d == 0 { a } else { b }, s, nd, cubic);
+                        for c in (0..n[2]).step_by(step[2]) {
+                            let p = predict(r, row + c, h, case);
+                            r[row + c] = kept(element(p, row + c));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Codes and outliers of a chunk under one order and kind, in visit order.
+fn quantize<T: Float>(data: &[u8], n: [usize; 3], order: [usize; 3], cubic: bool, tol: f64, exact: &[u64]) -> Quantized {
+    let step = 2.0 * tol;
+    let inverse = 1.0 / step;
+    let elems = data.len() / T::SIZE;
+    let mut codes = Vec::with_capacity(elems);
+    let mut outliers = Vec::new();
+    let mut r = vec![0.0; elems];
+    walk(n, order, cubic, &mut r, |p, i| {
+        let x = T::get(&data[i * T::SIZE..(i + 1) * T::SIZE]);
+        match quantize_one(x, p, step, inverse, tol, exact) {
+            Some((code, y)) => {
+                codes.push(code);
+                y
+            }
+            None => {
+                codes.push(0);
+                x.le(&mut outliers);
+                x.wide()
+            }
+        }
+    });
+    Quantized { n, codes, outliers }
+}
+
+/// The orders that differ on view `n`: passes along axes of extent 1 are
+/// empty, so orders that list the other axes alike visit alike.
+fn distinct_orders(n: [usize; 3]) -> Vec<u8> {
+    let mut seen: Vec<Vec<usize>> = Vec::new();
+    let mut out = Vec::new();
+    for (k, order) in ORDERS.iter().enumerate() {
+        let live: Vec<usize> = order.iter().copied().filter(|&e| n[e] > 1).collect();
+        if !seen.contains(&live) {
+            seen.push(live);
+            out.push(k as u8);
+        }
+    }
+    out
+}
+
+/// The corner of the chunk of view `n` that is at most `side` elements
+/// along each axis, and its view.
+fn corner<T: Float>(data: &[u8], n: [usize; 3], side: usize) -> (Vec<u8>, [usize; 3]) {
+    let m = [n[0].min(side), n[1].min(side), n[2].min(side)];
+    let mut sample = Vec::with_capacity(m.iter().product::<usize>() * T::SIZE);
+    for a in 0..m[0] {
+        for b in 0..m[1] {
+            let at = (a * n[1] + b) * n[2] * T::SIZE;
+            sample.extend_from_slice(&data[at..at + m[2] * T::SIZE]);
+        }
+    }
+    (sample, m)
+}
+
+/// The order and kind whose codes cost least on a corner of the chunk of
+/// about [`SAMPLE`] elements (a smaller corner misjudges the finest levels,
+/// which hold most of the codes).
+fn choose<T: Float>(data: &[u8], n: [usize; 3], tol: f64, exact: &[u64]) -> (u8, bool) {
+    let live = n.iter().filter(|&&e| e > 1).count();
+    let side = [1, SAMPLE, 128, SIDE_3D][live];
+    let (sample, m) = corner::<T>(data, n, side);
+    let mut best = (f64::INFINITY, 0u8, false);
+    for k in distinct_orders(m) {
+        for cubic in [false, true] {
+            let cost = quantize::<T>(&sample, m, ORDERS[usize::from(k)], cubic, tol, exact).cost();
+            if cost < best.0 {
+                best = (cost, k, cubic);
+            }
+        }
+    }
+    (best.1, best.2)
+}
+
+/// The codes as planes of `width` bytes each: byte b of every code, then
+/// byte b + 1, ...
+fn planes(codes: impl ExactSizeIterator<Item = u32> + Clone, width: usize, out: &mut Vec<u8>) {
+    for b in 0..width {
+        out.extend(codes.clone().map(|c| (c >> (8 * b)) as u8));
+    }
+}
+
+/// A run of `ones` codes 1, in bytes: 255 for each whole 255, then the rest.
+fn push_run(mut ones: usize, out: &mut Vec<u8>) {
+    while ones >= 255 {
+        out.push(255);
+        ones -= 255;
+    }
+    out.push(ones as u8);
+}
+
+/// Encodes a chunk of view `n` (SPEC.md 6.6.2). None when the stream would
+/// not be shorter than the chunk; the caller checks the bound on the
+/// decoded bytes.
+pub(super) fn encode<T: Float>(data: &[u8], n: [usize; 3], tol: f64, exact: &[u64], level: u8) -> Option<Vec<u8>> {
+    let (k, cubic) = choose::<T>(data, n, tol, exact);
+    encode_with::<T>(data, n, tol, exact, level, k, cubic)
+}
+
+/// [`encode`] with axis order `k` (an index into [`ORDERS`]) and kind `cubic`.
+fn encode_with<T: Float>(data: &[u8], n: [usize; 3], tol: f64, exact: &[u64], level: u8, k: u8, cubic: bool) -> Option<Vec<u8>> {
+    let Quantized { codes, outliers, .. } = quantize::<T>(data, n, ORDERS[usize::from(k)], cubic, tol, exact);
+    let elems = codes.len();
+    let width_of = |max: u32| {
+        if max < 1 << 8 {
+            1usize
+        } else if max < 1 << 16 {
+            2
+        } else {
+            4
+        }
+    };
+    let ones = codes.iter().filter(|&&c| c == 1).count();
+    // Plain planes of every code, and, when most codes are 1, zero runs.
+    let mut candidates: Vec<(u8, usize, usize, Vec<u8>)> = Vec::new();
+    let width = width_of(codes.iter().copied().max().unwrap_or(0));
+    let mut payload = Vec::with_capacity(elems * width + outliers.len());
+    planes(codes.iter().copied(), width, &mut payload);
+    payload.extend_from_slice(&outliers);
+    candidates.push((0, width, elems, payload));
+    if ones * 2 >= elems {
+        let others = codes.iter().copied().filter(|&c| c != 1);
+        let width = width_of(others.clone().max().unwrap_or(0));
+        let mut runs = Vec::new();
+        let mut run = 0;
+        for &c in &codes {
+            if c == 1 {
+                run += 1;
+            } else {
+                push_run(run, &mut runs);
+                run = 0;
+            }
+        }
+        push_run(run, &mut runs);
+        let mut payload = runs;
+        planes(others.collect::<Vec<u32>>().into_iter(), width, &mut payload);
+        payload.extend_from_slice(&outliers);
+        candidates.push((RUNS, width, elems - ones, payload));
+    }
+    let mut best: Option<Vec<u8>> = None;
+    for (flags, width, count, payload) in candidates {
+        let run_bytes = if flags & RUNS != 0 { payload.len() - count * width - outliers.len() } else { 0 };
+        let frame = zstd::compress_shorter(&payload, level).or_else(|| zstd::compress_shorter(&payload, 1))?;
+        let mut out = Vec::with_capacity(HEADER_LEN + frame.len());
+        out.extend_from_slice(&[METHOD, width as u8, flags | if cubic { CUBIC } else { 0 }, k]);
+        out.extend_from_slice(&tol.to_le_bytes());
+        out.extend_from_slice(&u32::try_from(outliers.len() / T::SIZE).ok()?.to_le_bytes());
+        for e in n {
+            out.extend_from_slice(&u32::try_from(e).ok()?.to_le_bytes());
+        }
+        out.extend_from_slice(&u32::try_from(count).ok()?.to_le_bytes());
+        out.extend_from_slice(&u32::try_from(run_bytes).ok()?.to_le_bytes());
+        out.extend_from_slice(&frame);
+        if best.as_ref().is_none_or(|b| out.len() < b.len()) {
+            best = Some(out);
+        }
+    }
+    best.filter(|out| out.len() < data.len())
+}
+
+/// Decodes an interpolation stream into `out` (native-order elements of
+/// `T`); every field is checked against the chunk, and nothing is allocated
+/// beyond what `out`'s length implies.
+pub(super) fn decode<T: Float>(stored: &[u8], out: &mut [u8]) -> Result<(), String> {
+    let elems = out.len() / T::SIZE;
+    let h = super::common_header(stored, HEADER_LEN, elems)?;
+    let flags = stored[2];
+    if flags & !(CUBIC | RUNS) != 0 {
+        return Err(format!("bounded chunk: unknown interpolation flags {flags:#04x}"));
+    }
+    let order = *ORDERS.get(usize::from(stored[3])).ok_or_else(|| format!("bounded chunk: axis order {} (expected 0 to 5)", stored[3]))?;
+    let count = super::u32_at(stored, 28) as usize;
+    let run_bytes = super::u32_at(stored, 32) as usize;
+    let runs = flags & RUNS != 0;
+    if count > elems || (!runs && (count != elems || run_bytes != 0)) || run_bytes > 2 * elems + 2 {
+        return Err(format!("bounded chunk: {count} codes and {run_bytes} run bytes for a chunk of {elems} elements"));
+    }
+    let len = run_bytes + count * h.width + h.outliers * T::SIZE;
+    let mut payload = vec![0u8; len];
+    zstd::decompress_exact(&stored[HEADER_LEN..], &mut payload)?;
+    let (run_part, rest) = payload.split_at(run_bytes);
+    let (planes, exact) = rest.split_at(count * h.width);
+    let code = |j: usize| (1..h.width).fold(u32::from(planes[j]), |c, b| c | u32::from(planes[b * count + j]) << (8 * b));
+    // Every element's code, in visit order.
+    let mut codes: Vec<u32> = Vec::with_capacity(elems);
+    if runs {
+        let mut bytes = run_part.iter();
+        let mut coded = 0;
+        loop {
+            let mut ones = 0usize;
+            for &b in bytes.by_ref() {
+                ones += usize::from(b);
+                if b < 255 {
+                    break;
+                }
+            }
+            if ones > elems - codes.len() {
+                return Err(format!("bounded chunk: zero runs for more than its {elems} elements"));
+            }
+            codes.resize(codes.len() + ones, 1);
+            if coded == count {
+                break;
+            }
+            if codes.len() == elems {
+                return Err("bounded chunk: codes left over after the last element".into());
+            }
+            codes.push(code(coded));
+            coded += 1;
+        }
+        if bytes.next().is_some() || codes.len() != elems {
+            return Err(format!("bounded chunk: zero runs and {count} codes do not make its {elems} elements"));
+        }
+    } else {
+        codes.extend((0..count).map(code));
+    }
+    let mut exact = exact.chunks_exact(T::SIZE);
+    let mut missing = false;
+    let step = 2.0 * h.tol;
+    let mut r = vec![0.0; elems];
+    let mut j = 0;
+    walk(h.n, order, flags & CUBIC != 0, &mut r, |p, i| {
+        let c = codes[j];
+        j += 1;
+        let at = &mut out[i * T::SIZE..(i + 1) * T::SIZE];
+        if c == 0 {
+            let Some(x) = exact.next() else {
+                missing = true;
+                return 0.0;
+            };
+            let x = T::from_le(x);
+            x.put(at);
+            return x.wide();
+        }
+        let z = i64::from(c - 1);
+        let q = (z >> 1) ^ -(z & 1);
+        let y = T::narrow(p + q as f64 * step);
+        y.put(at);
+        y.wide()
+    });
+    if missing || exact.next().is_some() {
+        return Err(format!("bounded chunk: {} outliers declared, as many outlier codes", h.outliers));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::host_endian_bytes)]
+mod tests {
+    use super::super::tests::{bytes32, bytes64, spec_outlier, spec_value, Rng};
+    use super::*;
+
+    /// A decoder written from SPEC.md 6.6.2 alone: ruzstd, explicit
+    /// coordinates, the visit order built as a list, runs expanded first.
+    fn spec_decode(stored: &[u8], esize: usize) -> Vec<f64> {
+        use ruzstd::decoding::FrameDecoder;
+        let u32_le = |at: usize| u32::from_le_bytes(stored[at..at + 4].try_into().unwrap()) as usize;
+        let (w, flags, o) = (usize::from(stored[1]), stored[2], usize::from(stored[3]));
+        let t = f64::from_le_bytes(stored[4..12].try_into().unwrap());
+        let (k, n, m, rb) = (u32_le(12), [u32_le(16), u32_le(20), u32_le(24)], u32_le(28), u32_le(32));
+        let e = n[0] * n[1] * n[2];
+        let mut payload = Vec::with_capacity(3 * e * (w + esize) + 64);
+        FrameDecoder::new().decode_all_to_vec(&stored[36..], &mut payload).unwrap();
+        assert_eq!(payload.len(), rb + m * w + k * esize);
+        let plane = |j: usize| (0..w).fold(0u64, |c, b| c | u64::from(payload[rb + b * m + j]) << (8 * b));
+        let mut codes: Vec<u64> = Vec::new();
+        if flags & 2 == 0 {
+            codes.extend((0..m).map(plane));
+        } else {
+            let mut at = 0;
+            let mut run = || {
+                let mut ones = 0;
+                loop {
+                    let b = payload[at];
+                    at += 1;
+                    ones += usize::from(b);
+                    if b < 255 {
+                        return ones;
+                    }
+                }
+            };
+            for j in 0..m {
+                codes.extend(std::iter::repeat_n(1, run()));
+                codes.push(plane(j));
+            }
+            codes.extend(std::iter::repeat_n(1, run()));
+            assert_eq!(at, rb);
+        }
+        assert_eq!(codes.len(), e);
+        // The visit order.
+        let order = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]][o];
+        // Each element, with the axis and spacing of its pass (none for the first).
+        type Visit = ([usize; 3], Option<(usize, usize)>);
+        let mut visits: Vec<Visit> = vec![([0, 0, 0], None)];
+        let big = *n.iter().max().unwrap();
+        let mut levels = 0;
+        while (1usize << levels) < big {
+            levels += 1;
+        }
+        for level in (1..=levels).rev() {
+            let s = 1usize << (level - 1);
+            for (pass, &d) in order.iter().enumerate() {
+                for a in 0..n[0] {
+                    for b in 0..n[1] {
+                        for c in 0..n[2] {
+                            let x = [a, b, c];
+                            let fits = (0..3).all(|ax| {
+                                if ax == d {
+                                    x[ax] % (2 * s) == s
+                                } else if order[..pass].contains(&ax) {
+                                    x[ax] % s == 0
+                                } else {
+                                    x[ax] % (2 * s) == 0
+                                }
+                            });
+                            if fits {
+                                visits.push((x, Some((d, s))));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(visits.len(), e);
+        let mut out = vec![f64::NAN; e];
+        let mut outliers = payload[rb + m * w..].chunks_exact(esize);
+        let at = |x: [usize; 3]| (x[0] * n[1] + x[1]) * n[2] + x[2];
+        for (j, (x, how)) in visits.into_iter().enumerate() {
+            let p = match how {
+                None => 0.0,
+                Some((d, s)) => {
+                    let v = |delta: isize| {
+                        let mut y = x;
+                        y[d] = (y[d] as isize + delta * s as isize) as usize;
+                        let r = out[at(y)];
+                        if r.is_finite() {
+                            r
+                        } else {
+                            0.0
+                        }
+                    };
+                    let (pos, nd) = (x[d], n[d]);
+                    if pos + s >= nd {
+                        v(-1)
+                    } else if flags & 1 == 0 || (pos < 3 * s && pos + 3 * s >= nd) {
+                        (v(-1) + v(1)) * 0.5
+                    } else if pos >= 3 * s && pos + 3 * s < nd {
+                        (9.0 * (v(-1) + v(1)) - (v(-3) + v(3))) * 0.0625
+                    } else if pos < 3 * s {
+                        (3.0 * v(-1) + 6.0 * v(1) - v(3)) * 0.125
+                    } else {
+                        (6.0 * v(-1) + 3.0 * v(1) - v(-3)) * 0.125
+                    }
+                }
+            };
+            let c = codes[j];
+            out[at(x)] = if c == 0 { spec_outlier(outliers.next().unwrap()) } else { spec_value(c, p, t, esize) };
+        }
+        assert!(outliers.next().is_none());
+        out
+    }
+
+    fn noisy_wave(len: usize, seed: u64) -> Vec<f64> {
+        let mut rng = Rng(seed);
+        (0..len)
+            .map(|i| match rng.next() % 60 {
+                0 => f64::NAN,
+                1 => f64::NEG_INFINITY,
+                2 => 1e200,
+                _ => (i as f64 * 0.05).sin() * 100.0 + rng.unit(),
+            })
+            .collect()
+    }
+
+    /// Every order and kind, with and without runs, float32 and float64, on
+    /// shapes with extents that are and are not powers of two: the library's
+    /// decoder and the one above agree bit for bit.
+    #[test]
+    fn a_decoder_from_the_spec_agrees() {
+        let v = noisy_wave(6 * 7 * 50, 5);
+        for shape in [[6usize, 7, 50], [1, 42, 50], [1, 1, 2100], [2100, 1, 1], [5, 20, 21]] {
+            for tol in [5.0, 0.5, 1e-3] {
+                for k in 0..6u8 {
+                    for cubic in [false, true] {
+                        let data = bytes64(&v);
+                        let stored = encode_with::<f64>(&data, shape, tol, &[], 3, k, cubic).unwrap();
+                        let mut back = vec![0u8; data.len()];
+                        decode::<f64>(&stored, &mut back).unwrap();
+                        let ours: Vec<u64> = back.chunks_exact(8).map(|b| f64::from_ne_bytes(b.try_into().unwrap()).to_bits()).collect();
+                        let theirs: Vec<u64> = spec_decode(&stored, 8).iter().map(|x| x.to_bits()).collect();
+                        assert_eq!(ours, theirs, "{shape:?}, tolerance {tol}, order {k}, cubic {cubic}");
+                        let v32: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+                        let data = bytes32(&v32);
+                        let stored = encode_with::<f32>(&data, shape, tol, &[], 3, k, cubic).unwrap();
+                        let mut back = vec![0u8; data.len()];
+                        decode::<f32>(&stored, &mut back).unwrap();
+                        let ours: Vec<u64> =
+                            back.chunks_exact(4).map(|b| f64::from(f32::from_ne_bytes(b.try_into().unwrap())).to_bits()).collect();
+                        let theirs: Vec<u64> = spec_decode(&stored, 4).iter().map(|x| x.to_bits()).collect();
+                        assert_eq!(ours, theirs, "float32 {shape:?}, tolerance {tol}, order {k}, cubic {cubic}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// At a loose tolerance most codes are 1 and the stream takes runs; at a
+    /// tight one, planes. Both kinds are chosen on the data they suit.
+    #[test]
+    fn the_encoder_chooses_runs_kind_and_order_by_the_data() {
+        let n = [32usize, 32, 32];
+        // Smooth along every axis, with a curvature cubic interpolation follows.
+        let smooth: Vec<f32> = (0..32 * 32 * 32)
+            .map(|i| {
+                let (a, b, c) = ((i / 1024) as f32, (i / 32 % 32) as f32, (i % 32) as f32);
+                (a * 0.15).sin() * (b * 0.1).cos() + (c * 0.2).sin()
+            })
+            .collect();
+        let loose = encode::<f32>(&bytes32(&smooth), n, 1e-2, &[], 3).unwrap();
+        assert_eq!(loose[2] & RUNS, RUNS, "runs at a loose tolerance");
+        let tight = encode::<f32>(&bytes32(&smooth), n, 1e-6, &[], 3).unwrap();
+        assert_eq!(tight[2] & RUNS, 0, "planes at a tight tolerance");
+        assert_eq!(tight[2] & CUBIC, CUBIC, "cubic on smooth data at a tight tolerance");
+        // Smooth along axes 0 and 1, rough along axis 2: axis 2 goes first,
+        // so that the most points are interpolated along the smooth ones.
+        let mut rng = Rng(17);
+        let trace: Vec<f32> = (0..32).map(|_| rng.unit() as f32 * 100.0).collect();
+        let rough: Vec<f32> = (0..32 * 32 * 32).map(|i| ((i / 1024) as f32 * 0.1).sin() * 10.0 + trace[i % 32]).collect();
+        let stored = encode::<f32>(&bytes32(&rough), n, 0.5, &[], 3).unwrap();
+        assert_eq!(ORDERS[usize::from(stored[3])][0], 2, "order {:?}", ORDERS[usize::from(stored[3])]);
+        // Orders that differ only in axes of extent 1 are tried once.
+        assert_eq!(distinct_orders([1, 1, 9]), vec![0]);
+        assert_eq!(distinct_orders([1, 4, 9]).len(), 2);
+        assert_eq!(distinct_orders([3, 4, 9]).len(), 6);
+    }
+
+    #[test]
+    fn hostile_streams_are_refused() {
+        let v: Vec<f32> = (0..4000).map(|i| (i as f32 * 0.1).sin()).collect();
+        let data = bytes32(&v);
+        for tol in [0.5, 1e-4] {
+            let stored = encode::<f32>(&data, [10, 20, 20], tol, &[], 3).expect("encoded");
+            let mut out = vec![0u8; data.len()];
+            decode::<f32>(&stored, &mut out).unwrap();
+            assert!(decode::<f32>(&stored[..HEADER_LEN - 1], &mut out).is_err());
+            assert!(decode::<f32>(&stored[..stored.len() - 1], &mut out).is_err());
+            let mut short = vec![0u8; data.len() - 4];
+            assert!(decode::<f32>(&stored, &mut short).is_err());
+            for (at, value) in [(1, 3u8), (2, 4), (2, 0x81), (3, 6), (11, 0xff), (12, 0xff), (16, 2), (28, 0xff), (31, 0x7f), (33, 0xff)] {
+                let mut bad = stored.clone();
+                bad[at] = value;
+                assert!(decode::<f32>(&bad, &mut out).is_err(), "tolerance {tol}: byte {at} = {value}");
+            }
+            // Every single-byte change either is refused or decodes without panicking.
+            for at in 0..stored.len() {
+                let mut bad = stored.clone();
+                bad[at] ^= 0x5a;
+                let _ = decode::<f32>(&bad, &mut out);
+            }
+        }
+        // Runs that name more elements than the chunk has, made by hand.
+        let mut runs = Vec::new();
+        push_run(50_000, &mut runs);
+        let frame = zstd::compress_shorter(&runs, 3).unwrap();
+        let mut bad = vec![METHOD, 1, RUNS, 0];
+        bad.extend_from_slice(&0.5f64.to_le_bytes());
+        for x in [0u32, 10, 20, 20, 0, runs.len() as u32] {
+            bad.extend_from_slice(&x.to_le_bytes());
+        }
+        bad.extend_from_slice(&frame);
+        let mut out = vec![0u8; 4000 * 4];
+        assert!(decode::<f32>(&bad, &mut out).unwrap_err().contains("zero runs"));
+    }
+}
