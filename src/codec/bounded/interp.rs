@@ -314,11 +314,16 @@ pub(super) fn decode<T: Float>(stored: &[u8], out: &mut [u8]) -> Result<(), Stri
         let mut coded = 0;
         loop {
             let mut ones = 0usize;
+            let mut ended = false;
             for &b in bytes.by_ref() {
                 ones += usize::from(b);
                 if b < 255 {
+                    ended = true;
                     break;
                 }
+            }
+            if !ended {
+                return Err(format!("bounded chunk: its {run_bytes} run bytes end inside a run"));
             }
             if ones > elems - codes.len() {
                 return Err(format!("bounded chunk: zero runs for more than its {elems} elements"));
@@ -595,5 +600,12 @@ mod tests {
         bad.extend_from_slice(&frame);
         let mut out = vec![0u8; 4000 * 4];
         assert!(decode::<f32>(&bad, &mut out).unwrap_err().contains("zero runs"));
+        // A run left open by the last byte.
+        let open = vec![255u8; 40];
+        let frame = zstd::compress_shorter(&open, 3).unwrap();
+        bad.truncate(HEADER_LEN - 4);
+        bad.extend_from_slice(&40u32.to_le_bytes());
+        bad.extend_from_slice(&frame);
+        assert!(decode::<f32>(&bad, &mut out).unwrap_err().contains("end inside a run"));
     }
 }
