@@ -353,16 +353,8 @@ impl Dataset {
     /// Sizes `buf` to `n` zero bytes, within the memory limit and without
     /// aborting when memory is short.
     fn reserve(&self, buf: &mut Vec<u8>, n: usize, what: &str) -> Result<()> {
-        if n as u64 > self.memory_limit {
-            return Err(Error::new(
-                ErrorKind::OutOfMemory,
-                format!("{what} needs {n} bytes, more than the memory limit of {} bytes", self.memory_limit),
-            ));
-        }
-        buf.clear();
-        buf.try_reserve_exact(n).map_err(|_| Error::new(ErrorKind::OutOfMemory, format!("cannot allocate {n} bytes for {what}")))?;
-        buf.resize(n, 0);
-        Ok(())
+        plan::within_limit(n, self.memory_limit, what)?;
+        plan::zeroed(buf, n, what)
     }
 
     /// The most bytes one buffer (a chunk, or a region from

@@ -105,12 +105,7 @@ impl Buffers {
     /// A pool of buffers of `bytes` bytes each, holding `what`; none is
     /// made if `bytes` exceeds `memory_limit`.
     pub(super) fn new(bytes: usize, memory_limit: u64, what: &'static str) -> Result<Self> {
-        if bytes as u64 > memory_limit {
-            return Err(Error::new(
-                ErrorKind::OutOfMemory,
-                format!("{what} needs {bytes} bytes, more than the memory limit of {memory_limit} bytes"),
-            ));
-        }
+        within_limit(bytes, memory_limit, what)?;
         Ok(Buffers { bytes, what, free: std::sync::Mutex::new(Vec::new()) })
     }
 
@@ -120,9 +115,7 @@ impl Buffers {
             return Ok(buf);
         }
         let mut buf = Vec::new();
-        buf.try_reserve_exact(self.bytes)
-            .map_err(|_| Error::new(ErrorKind::OutOfMemory, format!("cannot allocate {} bytes for {}", self.bytes, self.what)))?;
-        buf.resize(self.bytes, 0);
+        zeroed(&mut buf, self.bytes, self.what)?;
         Ok(buf)
     }
 
@@ -132,6 +125,26 @@ impl Buffers {
             self.free.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(buf);
         }
     }
+}
+
+/// Refuses a buffer of `bytes` bytes for `what` beyond `memory_limit`.
+pub(super) fn within_limit(bytes: usize, memory_limit: u64, what: &str) -> Result<()> {
+    if bytes as u64 > memory_limit {
+        return Err(Error::new(
+            ErrorKind::OutOfMemory,
+            format!("{what} needs {bytes} bytes, more than the memory limit of {memory_limit} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+/// Makes `buf` (emptied) `bytes` zero bytes, or fails with `OutOfMemory`
+/// naming `what` when they cannot be allocated.
+pub(super) fn zeroed(buf: &mut Vec<u8>, bytes: usize, what: &str) -> Result<()> {
+    buf.clear();
+    buf.try_reserve_exact(bytes).map_err(|_| Error::new(ErrorKind::OutOfMemory, format!("cannot allocate {bytes} bytes for {what}")))?;
+    buf.resize(bytes, 0);
+    Ok(())
 }
 
 /// Sets every element of a chunk buffer to `value` (one element, native order).
