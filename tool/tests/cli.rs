@@ -686,7 +686,7 @@ fn usage_errors_and_help() {
     assert!(fails(&dir, &[], 2).contains("Commands:"));
     assert!(fails(&dir, &["frobnicate"], 2).contains("unknown command \"frobnicate\""));
     assert!(ok(&dir, &["--help"]).contains("vds <command>"));
-    assert!(ok(&dir, &["--version"]).contains("file format 1.5"));
+    assert!(ok(&dir, &["--version"]).contains("file format 1.6"));
     for cmd in ["info", "dump", "verify", "slice", "import", "export", "copy"] {
         let help = ok(&dir, &[cmd, "--help"]);
         assert!(help.contains(&format!("Usage: vds {cmd}")) && help.contains("Example:"), "{cmd}: {help}");
