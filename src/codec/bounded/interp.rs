@@ -25,6 +25,9 @@ const CUBIC: u8 = 1;
 const RUNS: u8 = 2;
 /// The axis orders of the passes of a level, numbered as in the header.
 pub(super) const ORDERS: [[usize; 3]; 6] = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+/// Tenths of the codes that must be 1 for the encoder to store runs without
+/// trying planes.
+const RUNS_ONLY: usize = 8;
 /// Elements of the sample on which the encoder chooses order and kind.
 const SAMPLE: usize = 16384;
 /// The side of that sample in a 3-D view.
@@ -237,13 +240,17 @@ fn encode_with<T: Float>(data: &[u8], n: [usize; 3], tol: f64, exact: &[u64], le
         }
     };
     let ones = codes.iter().filter(|&&c| c == 1).count();
-    // Plain planes of every code, and, when most codes are 1, zero runs.
+    // Plain planes of every code unless nearly all are 1, and, when most
+    // are, zero runs; both are compressed when it is not clear which is
+    // shorter.
     let mut candidates: Vec<(u8, usize, usize, Vec<u8>)> = Vec::new();
-    let width = width_of(codes.iter().copied().max().unwrap_or(0));
-    let mut payload = Vec::with_capacity(elems * width + outliers.len());
-    planes(codes.iter().copied(), width, &mut payload);
-    payload.extend_from_slice(&outliers);
-    candidates.push((0, width, elems, payload));
+    if ones * 10 < elems * RUNS_ONLY {
+        let width = width_of(codes.iter().copied().max().unwrap_or(0));
+        let mut payload = Vec::with_capacity(elems * width + outliers.len());
+        planes(codes.iter().copied(), width, &mut payload);
+        payload.extend_from_slice(&outliers);
+        candidates.push((0, width, elems, payload));
+    }
     if ones * 2 >= elems {
         let others = codes.iter().copied().filter(|&c| c != 1);
         let width = width_of(others.clone().max().unwrap_or(0));
