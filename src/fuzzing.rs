@@ -124,11 +124,11 @@ fn blocks_of(dtype: DType, sel: u8, elems: usize, rest: &[u8]) {
     let grid = BlockGrid::new(&chunk, &block);
     let n = (chunk[0] * chunk[1]) as usize * dtype.size();
     let mut out = vec![0u8; n];
-    let _ = decode_chunk(dtype, &grid, rest, &mut out, true);
+    let _ = decode_chunk(dtype, &grid, rest, &mut out, true, true);
     if rest.len() >= n {
         let data = &rest[..n];
-        let stored = encode_chunk(dtype, Codec::deflate(1), &grid, data);
-        decode_chunk(dtype, &grid, &stored, &mut out, true).expect("a chunk encoded in blocks must decode");
+        let stored = encode_chunk(dtype, Codec::deflate(1), &grid, data, &[]);
+        decode_chunk(dtype, &grid, &stored, &mut out, true, false).expect("a chunk encoded in blocks must decode");
         // Bitwise: NaN payloads and -0.0 come back as they went in.
         assert_eq!(out, data, "round trip of {dtype} in blocks {block:?} of {chunk:?}");
     }

@@ -45,11 +45,66 @@ fn check(ds: &Dataset, name: &str, want: &[f32], shape: &[u64], tol: f64, exact:
 
 #[test]
 fn values_stay_within_the_bound_through_whole_and_partial_writes() {
-    let dir = Scratch::new("bounded-writes");
+    within_the_bound_through_writes("bounded-writes", Codec::bounded(0.02), None);
+}
+
+/// The same with the Lorenzo predictor of format 1.5.
+#[test]
+fn values_stay_within_the_bound_by_lorenzo_prediction() {
+    within_the_bound_through_writes("bounded-lorenzo", Codec::bounded_lorenzo(0.02), None);
+}
+
+/// The same with chunks made of blocks (format 1.6): each block a bounded
+/// stream of its own, the edge blocks clipped.
+#[test]
+fn values_stay_within_the_bound_in_blocks() {
+    within_the_bound_through_writes("bounded-blocks", Codec::bounded(0.02), Some(&[8, 8, 12]));
+}
+
+/// The chunks of a bounded variable made of blocks are block tables whose
+/// blocks are bounded streams; a Lorenzo variable cannot have blocks.
+#[test]
+fn blocks_hold_bounded_streams_with_interpolation_only() {
+    let dir = Scratch::new("bounded-block-table");
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("x", 64))
+        .axis(Axis::new("y", 64))
+        .variable(
+            VariableBuilder::new("v", DType::Float32, &["x", "y"]).chunk(&[64, 64]).blocks(Some(&[32, 32])).codec(Codec::bounded(1e-3)),
+        )
+        .create(dir.path("b.vds"))
+        .unwrap();
+    let want: Vec<f32> = (0..64 * 64).map(|k| ((k / 64) as f32 * 0.1).sin() + ((k % 64) as f32 * 0.07).cos()).collect();
+    ds.write("v", &Region::full(&[64, 64]).unwrap(), Order::C, &want).unwrap();
+    ds.close().unwrap();
+    let ds = Dataset::open(dir.path("b.vds")).unwrap();
+    assert_eq!(ds.variables()[0].block_shape(), Some(&[32u64, 32][..]));
+    // Bounded streams, not zstd, whose float bytes would hardly shrink.
+    let s = ds.variable_stats(0).unwrap();
+    assert!(s.stored_bytes * 4 < s.raw_bytes, "{} stored bytes for {} raw", s.stored_bytes, s.raw_bytes);
+    // A 4x4 box in one corner reads the table and one block of the four.
+    let got: Vec<f32> = ds.read_vec("v", &Region::new(&[40, 40], &[4, 4]).unwrap(), Order::C).unwrap();
+    for (k, g) in got.iter().enumerate() {
+        assert!(within(*g, want[(40 + k / 4) * 64 + 40 + k % 4], 1e-3), "element {k}");
+    }
+    assert!(ds.stored_bytes_read() < s.stored_bytes / 2, "{} of {} bytes read", ds.stored_bytes_read(), s.stored_bytes);
+    check(&ds, "v", &want, &[64, 64], 1e-3, &[], "whole");
+    assert!(ds.verify().unwrap().is_ok());
+    let e = DatasetBuilder::new()
+        .axis(Axis::new("x", 64))
+        .variable(VariableBuilder::new("v", DType::Float32, &["x"]).blocks(Some(&[32])).codec(Codec::bounded_lorenzo(1e-3)))
+        .create(dir.path("l.vds"))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.to_string().contains("interpolation"), "{e}");
+}
+
+fn within_the_bound_through_writes(name: &str, codec: Codec, blocks: Option<&[u64]>) {
+    let dir = Scratch::new(name);
     let path = dir.path("v.vds");
     let n = [40usize, 36, 80];
     let shape = [40u64, 36, 80];
-    let tol = 0.02;
+    let Compression::Bounded { tolerance: tol, interpolation, .. } = codec.compression else { panic!("{codec:?}") };
     let mut rng = Rng::new(common::seed(11));
     let mut want = volume(&mut rng, n);
     // Specials: NaN, infinities, the fill and no-value markers.
@@ -71,7 +126,8 @@ fn values_stay_within_the_bound_through_whole_and_partial_writes() {
                 .chunk(&[16, 16, 32])
                 .fill(-999.25f32)
                 .no_value(1e30f32)
-                .codec(Codec::bounded(tol)),
+                .blocks(blocks)
+                .codec(codec),
         )
         .create(&path)
         .unwrap();
@@ -109,8 +165,11 @@ fn values_stay_within_the_bound_through_whole_and_partial_writes() {
     // The descriptor names the codec, its tolerance and the feature.
     let head = std::fs::read(&path).unwrap();
     let line = String::from_utf8_lossy(&head[..head.iter().skip(8).position(|&c| c == b'\n').unwrap() + 8]).to_string();
-    assert!(line.contains(r#""id":"bounded","level":3,"shuffle":false,"tolerance":0.02,"predictor":"interpolation""#), "{line}");
-    assert!(line.contains(r#""incompat":["bounded_codec","bounded_interpolation"]"#), "{line}");
+    assert!(line.contains(r#""id":"bounded","level":3,"shuffle":false,"tolerance":0.02"#), "{line}");
+    assert_eq!(line.contains(r#""predictor":"interpolation""#), interpolation, "{line}");
+    assert_eq!(line.contains("bounded_interpolation"), interpolation, "{line}");
+    assert!(line.contains(r#""bounded_codec""#), "{line}");
+    assert_eq!(line.contains(r#""blocks""#), blocks.is_some(), "{line}");
     assert_eq!(ds.format_version(), [1, 6]);
 }
 

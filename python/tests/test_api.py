@@ -412,6 +412,22 @@ def test_bounded_codec_keeps_every_value_within_the_tolerance(tmp_path, rng, dty
     assert err.max() > tol / 10, "the codec is lossy: it uses the bound it was given"
 
 
+def test_bounded_codec_in_blocks(tmp_path, rng):
+    """With the interpolation predictor each block of a chunk is a bounded stream of its own; the Lorenzo one takes no blocks."""
+    ref = (np.cumsum(rng.standard_normal((32, 30, 64)), axis=2) * 0.3).astype(np.float32)
+    var = {"dtype": "float32", "dims": ["i", "j", "k"], "chunks": [16, 30, 64], "codec": "bounded:0.01", "blocks": [8, 8, 32]}
+    with vds.create(tmp_path / "b.vds", axes=[("i", 32), ("j", 30), ("k", 64)], variables={"v": var}) as ds:
+        ds["v"][...] = ref
+    with vds.open(tmp_path / "b.vds") as ds:
+        v = ds["v"]
+        assert v.blocks == (8, 8, 32)
+        for box in [np.s_[...], np.s_[3:5, 29, 10:40], np.s_[17, :, 63]]:
+            assert np.abs(v[box].astype(np.float64) - ref[box].astype(np.float64)).max() <= 0.01
+    with pytest.raises(vds.InvalidArgumentError, match="interpolation"):
+        vds.create(tmp_path / "l.vds", axes=[("x", 64)], variables={"v": {"dtype": "float32", "dims": ["x"], "blocks": [32],
+                                                                       "codec": {"id": "bounded", "tolerance": 0.1, "predictor": "lorenzo"}}})
+
+
 def test_bounded_codec_relative_and_misuse(tmp_path):
     with vds.create(tmp_path / "r.vds", axes=[("x", 10)],
                     variables={"v": {"dtype": "float32", "dims": ["x"],

@@ -5,7 +5,7 @@
 //! encoding and decoding whole chunks and single blocks; which blocks a
 //! read needs is the read path's business.
 
-use super::{decode, encode, native_to_le, raw_len};
+use super::{decode, encode_shaped, native_to_le, raw_len};
 use crate::array::{block_is_constant, copy_block, fill_block, strides, Order, Span};
 use crate::spec::{Codec, DType};
 use crate::wire::{crc32, get_u32, put_u32};
@@ -101,8 +101,16 @@ pub(crate) enum Block {
 /// stored chunk of `stored_len` bytes: its CRC32, every entry's fields,
 /// and that the blocks fill the rest of the chunk exactly. `zstd` says
 /// whether the file lists the feature `zstd`: without it a zstd block is
-/// corrupt, as a zstd chunk is (SPEC.md 6.3, 6.5).
-pub(crate) fn parse_table(grid: &BlockGrid, dtype: DType, table: &[u8], stored_len: u64, zstd: bool) -> Result<Vec<Block>, String> {
+/// corrupt, as a zstd chunk is (SPEC.md 6.3, 6.5); `bounded`, whether the
+/// variable's codec is the bounded one, whose blocks may be bounded streams.
+pub(crate) fn parse_table(
+    grid: &BlockGrid,
+    dtype: DType,
+    table: &[u8],
+    stored_len: u64,
+    zstd: bool,
+    bounded: bool,
+) -> Result<Vec<Block>, String> {
     let n = grid.count();
     if table.len() != grid.table_len() {
         return Err(format!("block table is {} bytes, expected {}", table.len(), grid.table_len()));
@@ -136,8 +144,9 @@ pub(crate) fn parse_table(grid: &BlockGrid, dtype: DType, table: &[u8], stored_l
         if u64::from(length) > raw {
             return Err(format!("block {i}: stored length {length} exceeds its raw length {raw}"));
         }
-        // The chunk codecs of 6.3 but the bounded one (SPEC.md 6.5).
-        if ![0x00, 0x01, 0x11, 0x02, 0x12].contains(&codec) {
+        // The chunk codecs of 6.3, and in a bounded variable the bounded one (SPEC.md 6.5).
+        let block_codec = [0x00, 0x01, 0x11, 0x02, 0x12].contains(&codec) || (bounded && codec == super::CODEC_BOUNDED);
+        if !block_codec {
             return Err(format!("block {i}: codec byte {codec:#04x} is not a block codec"));
         }
         if codec & 0x0f == super::CODEC_ZSTD && !zstd {
@@ -172,8 +181,9 @@ pub(crate) fn decode_block(dtype: DType, i: usize, block: &Block, bytes: &[u8], 
     }
 }
 
-/// Encodes a chunk in memory form (`data`) as a block table and blocks.
-pub(crate) fn encode_chunk(dtype: DType, codec: Codec, grid: &BlockGrid, data: &[u8]) -> Vec<u8> {
+/// Encodes a chunk in memory form (`data`) as a block table and blocks; a
+/// bounded codec keeps the elements whose bits are in `exact` bit for bit.
+pub(crate) fn encode_chunk(dtype: DType, codec: Codec, grid: &BlockGrid, data: &[u8], exact: &[u64]) -> Vec<u8> {
     let esize = dtype.size();
     let mut table = vec![0u8; grid.table_len()];
     let mut body = Vec::new();
@@ -189,7 +199,7 @@ pub(crate) fn encode_chunk(dtype: DType, codec: Codec, grid: &BlockGrid, data: &
         buf.clear();
         buf.resize(elems * esize, 0);
         copy_block(&spans, esize, data, first, &mut buf, 0);
-        let (codec_byte, bytes) = encode(dtype, codec, &buf);
+        let (codec_byte, bytes) = encode_shaped(dtype, codec, &buf, &grid.block_box(i).1, exact);
         put_u32(e, 0, bytes.len() as u32);
         e[4] = codec_byte;
         put_u32(e, 8, crc32(&bytes));
@@ -203,13 +213,13 @@ pub(crate) fn encode_chunk(dtype: DType, codec: Codec, grid: &BlockGrid, data: &
 }
 
 /// Decodes a whole stored chunk made of blocks into `out` (the chunk's
-/// memory form); `zstd` as for [`parse_table`].
-pub(crate) fn decode_chunk(dtype: DType, grid: &BlockGrid, stored: &[u8], out: &mut [u8], zstd: bool) -> Result<(), String> {
+/// memory form); `zstd` and `bounded` as for [`parse_table`].
+pub(crate) fn decode_chunk(dtype: DType, grid: &BlockGrid, stored: &[u8], out: &mut [u8], zstd: bool, bounded: bool) -> Result<(), String> {
     let table_len = grid.table_len();
     if stored.len() < table_len {
         return Err(format!("{} stored bytes cannot hold a block table of {table_len} bytes", stored.len()));
     }
-    let blocks = parse_table(grid, dtype, &stored[..table_len], stored.len() as u64, zstd)?;
+    let blocks = parse_table(grid, dtype, &stored[..table_len], stored.len() as u64, zstd, bounded)?;
     let esize = dtype.size();
     let mut buf = Vec::new();
     for (i, b) in blocks.iter().enumerate() {
@@ -251,12 +261,12 @@ mod tests {
             }
         }
         for codec in [Codec::NONE, Codec::deflate(6)] {
-            let stored = encode_chunk(DType::Float32, codec, &grid, &data);
-            let table = parse_table(&grid, DType::Float32, &stored[..grid.table_len()], stored.len() as u64, true).unwrap();
+            let stored = encode_chunk(DType::Float32, codec, &grid, &data, &[]);
+            let table = parse_table(&grid, DType::Float32, &stored[..grid.table_len()], stored.len() as u64, true, false).unwrap();
             assert!(matches!(table[0], Block::Constant { .. }));
             assert!(matches!(table[1], Block::Stored { .. }));
             let mut out = vec![0u8; data.len()];
-            decode_chunk(DType::Float32, &grid, &stored, &mut out, true).unwrap();
+            decode_chunk(DType::Float32, &grid, &stored, &mut out, true, false).unwrap();
             assert_eq!(out, data, "{codec:?}");
         }
     }
@@ -265,15 +275,16 @@ mod tests {
     fn damage_anywhere_is_reported_not_decoded() {
         let grid = BlockGrid::new(&[16, 16], &[8, 8]);
         let data = chunk(256);
-        let stored = encode_chunk(DType::Float32, Codec { compression: Compression::Deflate { level: 1 }, shuffle: true }, &grid, &data);
+        let stored =
+            encode_chunk(DType::Float32, Codec { compression: Compression::Deflate { level: 1 }, shuffle: true }, &grid, &data, &[]);
         for at in 0..stored.len() {
             let mut bad = stored.clone();
             bad[at] ^= 0x40;
             let mut out = vec![0u8; data.len()];
-            assert!(decode_chunk(DType::Float32, &grid, &bad, &mut out, true).is_err(), "flipped byte {at} went unnoticed");
+            assert!(decode_chunk(DType::Float32, &grid, &bad, &mut out, true, false).is_err(), "flipped byte {at} went unnoticed");
         }
         let mut out = vec![0u8; data.len()];
-        assert!(decode_chunk(DType::Float32, &grid, &stored[..stored.len() - 1], &mut out, true).is_err());
+        assert!(decode_chunk(DType::Float32, &grid, &stored[..stored.len() - 1], &mut out, true, false).is_err());
     }
 
     #[cfg(feature = "zstd")]
@@ -282,14 +293,14 @@ mod tests {
         let grid = BlockGrid::new(&[16, 16], &[8, 8]);
         // Repetitive, so that every block compresses.
         let data: Vec<u8> = (0..256).flat_map(|i| ((i % 3) as f32).to_le_bytes()).collect();
-        let stored = encode_chunk(DType::Float32, Codec::zstd(1), &grid, &data);
+        let stored = encode_chunk(DType::Float32, Codec::zstd(1), &grid, &data, &[]);
         assert_eq!(stored[4] & 0x0f, 0x02, "block 0 is zstd");
         let mut out = vec![0u8; data.len()];
-        decode_chunk(DType::Float32, &grid, &stored, &mut out, true).unwrap();
+        decode_chunk(DType::Float32, &grid, &stored, &mut out, true, false).unwrap();
         assert_eq!(out, data);
-        let e = decode_chunk(DType::Float32, &grid, &stored, &mut out, false).unwrap_err();
+        let e = decode_chunk(DType::Float32, &grid, &stored, &mut out, false, false).unwrap_err();
         assert!(e.contains("block 0") && e.contains("zstd"), "{e}");
-        let e = parse_table(&grid, DType::Float32, &stored[..grid.table_len()], stored.len() as u64, false).unwrap_err();
+        let e = parse_table(&grid, DType::Float32, &stored[..grid.table_len()], stored.len() as u64, false, false).unwrap_err();
         assert!(e.contains("feature"), "{e}");
     }
 
@@ -301,7 +312,7 @@ mod tests {
         for &dtype in DType::ALL.iter().filter(|&&d| d != DType::Bool) {
             let esize = dtype.size();
             let data: Vec<u8> = (0..16).flat_map(|k: u8| vec![(k / 8) * 2 + (k % 4) / 2 + 1; esize]).collect();
-            let stored = encode_chunk(dtype, Codec::NONE, &grid, &data);
+            let stored = encode_chunk(dtype, Codec::NONE, &grid, &data, &[]);
             assert_eq!(stored.len(), grid.table_len(), "{dtype}: constant blocks only");
             for at in 0..ENTRY_BYTES {
                 let mut bad = stored.clone();
@@ -310,7 +321,7 @@ mod tests {
                 let crc = crc32(&bad[..n]);
                 put_u32(&mut bad, n, crc);
                 let mut out = vec![0u8; data.len()];
-                let got = decode_chunk(dtype, &grid, &bad, &mut out, true);
+                let got = decode_chunk(dtype, &grid, &bad, &mut out, true, false);
                 if (8..8 + esize).contains(&at) {
                     got.unwrap();
                     assert_ne!(out, data, "{dtype}: value byte {at}");

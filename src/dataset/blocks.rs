@@ -195,7 +195,7 @@ impl Dataset {
                 t
             }
         };
-        let blocks = parse_table(&grid, var.dtype, &table, u64::from(length), self.lists_zstd()).map_err(&bad)?;
+        let blocks = parse_table(&grid, var.dtype, &table, u64::from(length), self.lists_zstd(), var.is_bounded()).map_err(&bad)?;
         let wanted = LocalBox::of(var, plan).blocks(&grid);
         let dtype_byte = DType::ALL.iter().position(|&d| d == var.dtype).unwrap_or(0) as u8;
         let block_id = |i: usize| match blocks[i] {

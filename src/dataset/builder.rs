@@ -162,7 +162,9 @@ impl VariableBuilder {
     /// part of a chunk then reads and decodes only the blocks it overlaps,
     /// so a trace or a small box through large bricks costs a few blocks
     /// instead of a whole brick. Each axis takes 1 to its chunk extent;
-    /// not for bool variables or with margins. `None` stores whole chunks.
+    /// not for bool variables, with margins, or with the bounded codec's
+    /// Lorenzo predictor (with its interpolation predictor, format 1.6,
+    /// each block is a bounded stream of its own). `None` stores whole chunks.
     ///
     /// Without a call, a variable whose codec is deflate or zstd gets
     /// [`default_block_shape`] of its chunk shape (blocks of at most

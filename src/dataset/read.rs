@@ -418,7 +418,7 @@ impl Dataset {
             return Ok(());
         }
         match grid {
-            Some(grid) => blocks::decode_chunk(var.dtype, &grid, &stored, buf, self.lists_zstd()).map_err(bad),
+            Some(grid) => blocks::decode_chunk(var.dtype, &grid, &stored, buf, self.lists_zstd(), var.is_bounded()).map_err(bad),
             None => codec::decode(var.dtype, codec, &stored, buf).map_err(bad),
         }
     }

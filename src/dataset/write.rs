@@ -425,17 +425,19 @@ pub(super) fn prepare(var: &Variable, coords: &[u64], buf: &[u8], lossless: bool
         let (crc, hash) = crate::hash::crc32_xxh64(buf);
         return Prepared::Runs { crc, hash, runs: vec![(0, buf.len())] };
     }
-    let (codec_byte, bytes) = match (var.block_grid(), var.codec.compression) {
-        // The descriptor refuses blocks with the bounded codec.
-        (Some(grid), _) => (CODEC_BLOCKS, blocks::encode_chunk(var.dtype, var.codec, &grid, buf)),
-        (None, Compression::Bounded { level, .. }) if lossless => codec::encode(var.dtype, Codec::zstd(level), buf),
-        (None, Compression::Bounded { .. }) => {
-            // The fill value and the no-value marker come back bit for bit.
-            let exact: Vec<u64> = std::iter::once(var.fill).chain(var.no_value).map(u64::from_le_bytes).collect();
+    // A bounded codec keeps the fill value and the no-value marker bit for
+    // bit, and stores losslessly what may hold approximations already.
+    let exact: Vec<u64> = std::iter::once(var.fill).chain(var.no_value).map(u64::from_le_bytes).collect();
+    let codec = match var.codec.compression {
+        Compression::Bounded { level, .. } if lossless => Codec::zstd(level),
+        _ => var.codec,
+    };
+    let (codec_byte, bytes) = match var.block_grid() {
+        Some(grid) => (CODEC_BLOCKS, blocks::encode_chunk(var.dtype, codec, &grid, buf, &exact)),
+        None => {
             let shape: Vec<usize> = var.stored_chunk().iter().map(|&c| c as usize).collect();
-            codec::encode_shaped(var.dtype, var.codec, buf, &shape, &exact)
+            codec::encode_shaped(var.dtype, codec, buf, &shape, &exact)
         }
-        _ => codec::encode(var.dtype, var.codec, buf),
     };
     let (crc, hash) = crate::hash::crc32_xxh64(&bytes);
     Prepared::Bytes { codec: codec_byte, bytes, crc, hash }

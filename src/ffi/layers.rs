@@ -116,6 +116,8 @@ pub unsafe extern "C" fn vds_builder_add_partitioning(
 /// Without this call, a variable compressed with deflate or zstd whose
 /// chunks hold 1 MiB or more gets the library's default blocks (at most
 /// 128 KiB each: 32 x 32 x 32 in a 64^3 float32 brick; SPEC.md 3.1).
+/// With the bounded codec each block is a bounded stream of its own
+/// (format 1.6).
 ///
 /// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
 /// `VDS_ERR_NOT_FOUND`, `VDS_ERR_INVALID_ARGUMENT` (`ndim` above 8). The

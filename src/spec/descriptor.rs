@@ -460,8 +460,12 @@ impl DescriptorJson {
                     if dtype == DType::Bool || margin != [0, 0] {
                         return Err(format!("variable {:?}: blocks need a numeric type and no margins", v.name).into());
                     }
-                    if matches!(codec.compression, super::Compression::Bounded { .. }) {
-                        return Err(format!("variable {:?}: blocks are not combined with the bounded codec", v.name).into());
+                    if matches!(codec.compression, super::Compression::Bounded { interpolation: false, .. }) {
+                        return Err(format!(
+                            "variable {:?}: blocks are combined with the bounded codec's interpolation predictor only (format 1.6)",
+                            v.name
+                        )
+                        .into());
                     }
                     let count = b.iter().zip(&v.chunk).fold(1u64, |n, (&b, &c)| n.saturating_mul(c.div_ceil(b)));
                     if count > MAX_BLOCKS {

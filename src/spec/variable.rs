@@ -350,6 +350,10 @@ impl Variable {
     pub(crate) fn block_grid(&self) -> Option<crate::codec::blocks::BlockGrid> {
         self.blocks.as_ref().map(|b| crate::codec::blocks::BlockGrid::new(&self.chunk, b))
     }
+    /// Whether the codec is the bounded one (SPEC.md 6.6).
+    pub(crate) fn is_bounded(&self) -> bool {
+        matches!(self.codec.compression, crate::spec::Compression::Bounded { .. })
+    }
     /// The shape of a stored chunk of the first partitioning: the chunk
     /// shape plus both margins.
     pub(crate) fn stored_chunk(&self) -> Vec<u64> {

@@ -783,8 +783,9 @@ pub fn copy(args: &Args) -> Result<(), Fail> {
         let [negative, positive] = v.margin();
         vb.missing_mask(v.has_mask()).margin(negative, positive);
         layout.apply(&mut vb, axes.len(), Some((v, &axes)));
-        // A source's blocks are not kept under a bounded codec, which takes
-        // none (asked-for blocks still are, and are refused with the reason).
+        // A source's blocks are not kept under a bounded codec, whose
+        // interpolation compresses whole chunks better (asked-for blocks
+        // still are; the Lorenzo predictor refuses them, saying why).
         let bounded = matches!(codec.unwrap_or(v.codec()).compression, Compression::Bounded { .. });
         if bounded && !layout.asks_blocks(v.name(), axes.len()) {
             vb.blocks(None);

@@ -338,6 +338,12 @@ print(repr(float(0.01 * (f.max() - f.min()))))
     let got: Vec<f64> = got.into_iter().map(f64::from).collect();
     within(&got, &want, tol, "wave");
     assert!(got.iter().zip(&want).any(|(g, w)| g != w), "stored without loss: the bound was not used");
+    // The same in blocks: each a bounded stream of its own, within the same bound.
+    ok(&dir, &["import", "wave.npy", "wave-blocks.vds", "--codec", "bounded:1%", "--chunk", "8,8,8", "--blocks", "4,4,8"]);
+    let ds = Dataset::open(dir.join("wave-blocks.vds")).unwrap();
+    assert_eq!(ds.variables()[0].block_shape(), Some(&[4u64, 4, 8][..]));
+    let got: Vec<f32> = ds.read_vec("wave", &Region::full(&[24, 20, 16]).unwrap(), Order::C).unwrap();
+    within(&got.into_iter().map(f64::from).collect::<Vec<f64>>(), &want, tol, "wave in blocks");
 
     // Big-endian float64 (the range is of the values, not of their bytes).
     let exact = Dataset::open({
