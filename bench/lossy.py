@@ -5,6 +5,7 @@ same arrays at the same absolute tolerances, in one run.
     sh .ci/deps.sh                                  # once: target/pyenv with the vds package
     python3 bench/lossy.py --setup                  # once: zfpy and pysz into target/pyenv
     python3 bench/lossy.py [--quick] [--runs 3] [--dir DIR]
+    python3 bench/lossy.py --blocks [--quick] [--runs 3]   # libvds: whole chunks or blocks
 
 Data: the native benchmark's smooth 512^3 float32 volume (suite b;
 --quick: 256^3), and a seismic-like 256 x 256 x 512 float32 volume
@@ -158,8 +159,16 @@ def main():
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--dir", default=None, help="scratch directory (default: a temporary one)")
     p.add_argument("--setup", action="store_true", help="install the peers (done above)")
+    p.add_argument("--blocks", action="store_true",
+                   help="instead: libvds alone on the seismic-like volume, whole 64^3 chunks against blocks inside them")
     args = p.parse_args()
     work = tempfile.mkdtemp(prefix="vds-lossy-", dir=args.dir)
+    if args.blocks:
+        try:
+            blocks(args, work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     try:
         n = 256 if args.quick else 512
         data = [(f"smooth {n}^3 (bench suite b)", lambda: smooth(n))]
@@ -200,6 +209,41 @@ def main():
             print()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def blocks(args, work):
+    """Ratio, and the time of 200 random traces (the time axis whole) read
+    from a freshly opened file (best of --runs), with whole 64^3 chunks and
+    with blocks inside them."""
+    s = (128, 128, 256) if args.quick else (256, 256, 512)
+    a = seismic(*s)
+    rng = float(a.max()) - float(a.min())
+    print(f"### seismic-like {s[0]}x{s[1]}x{s[2]}, 64^3 chunks: whole or in blocks (best of {args.runs})\n")
+    print("| tolerance (of range) | blocks | ratio | 200 traces | values beyond bound |")
+    print("|---|---|---:|---:|---:|")
+    path = os.path.join(work, "blocks.vds")
+    for rel in (1e-2, 1e-3):
+        tol = rel * rng
+        for shape in (False, [32, 32, 32], [16, 16, 64]):
+            var = {"dtype": "float32", "dims": ["i", "j", "k"], "chunks": [64, 64, 64], "codec": f"bounded:{tol!r}", "blocks": shape}
+            with vds.create(path, axes=[("i", s[0]), ("j", s[1]), ("k", s[2])], variables={"v": var}, sync=False,
+                            overwrite=True) as ds:
+                ds["v"][...] = a
+            best = float("inf")
+            for _ in range(args.runs):
+                r = np.random.default_rng(1)
+                with vds.open(path) as ds:
+                    v = ds["v"]
+                    t = time.perf_counter()
+                    for _ in range(200):
+                        i, j = r.integers(0, s[0]), r.integers(0, s[1])
+                        v[i, j, :]
+                    best = min(best, time.perf_counter() - t)
+            with vds.open(path) as ds:
+                beyond = errors(a, np.asarray(ds["v"]), tol)[3]
+            label = "whole chunks" if shape is False else "x".join(map(str, shape))
+            print(f"| {tol:.4g} ({rel:g}) | {label} | {a.nbytes / os.path.getsize(path):.2f} | {best * 1000:.0f} ms | {beyond} |",
+                  flush=True)
 
 
 if __name__ == "__main__":
