@@ -189,16 +189,17 @@ fn choose<T: Float>(data: &[u8], n: [usize; 3], tol: f64, exact: &[u64]) -> (u8,
     let live = n.iter().filter(|&&e| e > 1).count();
     let side = [1, SAMPLE, 128, SIDE_3D][live];
     let (sample, m) = corner::<T>(data, n, side);
-    let mut best = (f64::INFINITY, 0u8, false);
+    let cost = |k: u8, cubic: bool| quantize::<T>(&sample, m, ORDERS[usize::from(k)], cubic, tol, exact).cost();
+    // The best order by linear interpolation, then the better kind along
+    // it: the order matters for both kinds alike.
+    let mut best = (f64::INFINITY, 0u8);
     for k in distinct_orders(m) {
-        for cubic in [false, true] {
-            let cost = quantize::<T>(&sample, m, ORDERS[usize::from(k)], cubic, tol, exact).cost();
-            if cost < best.0 {
-                best = (cost, k, cubic);
-            }
+        let c = cost(k, false);
+        if c < best.0 {
+            best = (c, k);
         }
     }
-    (best.1, best.2)
+    (best.1, cost(best.1, true) < best.0)
 }
 
 /// The codes as planes of `width` bytes each: byte b of every code, then
