@@ -141,6 +141,10 @@ pub struct Dataset {
     cache: Mutex<ChunkCache>,
     /// Stored chunk bytes read from files (not from the cache) since open.
     bytes_read: std::sync::atomic::AtomicU64,
+    /// Whether the values being written were decoded from a layer (a copy
+    /// between partitionings, a move on growth): a bounded codec then
+    /// stores them losslessly, so that errors never add up (SPEC.md 6.6).
+    writing_decoded: bool,
     /// Whether identical stored chunks share their bytes.
     dedup_enabled: bool,
     /// Stored chunks by (XXH64, length, codec byte), built on the first write.

@@ -99,6 +99,51 @@ fn blocks_hold_bounded_streams_with_interpolation_only() {
     assert!(e.to_string().contains("interpolation"), "{e}");
 }
 
+/// Other partitionings are built from decoded values: stored lossily again
+/// they would be up to twice the tolerance off. Every partitioning reads
+/// within the bound, after whole and partial writes, with either predictor.
+#[test]
+fn every_partitioning_stays_within_the_bound() {
+    for (name, codec) in [("parts-interp", Codec::bounded(0.5)), ("parts-lorenzo", Codec::bounded_lorenzo(0.5))] {
+        let dir = Scratch::new(name);
+        let shape = [24u64, 20, 40];
+        let mut rng = Rng::new(common::seed(5));
+        let mut want: Vec<f32> = (0..24 * 20 * 40).map(|_| (rng.below(20001) as f32 - 10000.0) * 1e-3).collect();
+        let mut ds = DatasetBuilder::new()
+            .axis(Axis::new("il", shape[0]))
+            .axis(Axis::new("xl", shape[1]))
+            .axis(Axis::new("t", shape[2]))
+            .variable(
+                VariableBuilder::new("a", DType::Float32, &["il", "xl", "t"])
+                    .chunk(&[8, 8, 16])
+                    .partitioning(&[1, 20, 40])
+                    .partitioning(&[24, 20, 1])
+                    .codec(codec),
+            )
+            .create(dir.path("p.vds"))
+            .unwrap();
+        ds.write("a", &Region::full(&shape).unwrap(), Order::C, &want).unwrap();
+        ds.commit().unwrap();
+        let region = Region::new(&[3, 2, 5], &[9, 11, 17]).unwrap();
+        let data: Vec<f32> = (0..9 * 11 * 17).map(|_| (rng.below(20001) as f32 - 10000.0) * 1e-3).collect();
+        ds.write("a", &region, Order::C, &data).unwrap();
+        let mut k = 0;
+        common::for_each_index(&[9, 11, 17], |idx| {
+            want[common::c_index(&[idx[0] + 3, idx[1] + 2, idx[2] + 5], &shape)] = data[k];
+            k += 1;
+        });
+        ds.close().unwrap();
+        let ds = Dataset::open(dir.path("p.vds")).unwrap();
+        for p in 0..3u8 {
+            let mut got = vec![0f32; want.len()];
+            ds.read_lod("a", 0, Some(p), &Region::full(&shape).unwrap(), Order::C, &mut got).unwrap();
+            let worst = got.iter().zip(&want).map(|(&g, &w)| (f64::from(g) - f64::from(w)).abs()).fold(0.0, f64::max);
+            assert!(worst <= 0.5, "{name}: partitioning {p} is {worst} off, beyond 0.5");
+        }
+        assert!(ds.verify().unwrap().is_ok());
+    }
+}
+
 fn within_the_bound_through_writes(name: &str, codec: Codec, blocks: Option<&[u64]>) {
     let dir = Scratch::new(name);
     let path = dir.path("v.vds");

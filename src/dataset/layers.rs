@@ -298,7 +298,8 @@ impl Dataset {
             targets.len(),
             workers,
             || (),
-            |(), t| Ok(prepare(to, &targets[t], &buf[t * tbytes..(t + 1) * tbytes], false)),
+            // Decoded values: a bounded codec stores them losslessly (SPEC.md 6.6).
+            |(), t| Ok(prepare(to, &targets[t], &buf[t * tbytes..(t + 1) * tbytes], to.is_bounded())),
             |t, prepared| {
                 let key = chunk_key(to, &targets[t]);
                 self.unhold(&key);
@@ -318,7 +319,10 @@ impl Dataset {
         let mut buf = Vec::new();
         self.reserve(&mut buf, region_bytes(from, region.shape())?, "a region copied between layers")?;
         self.read_layer(from, region, Order::C, &mut buf)?;
-        self.write_layer(to, region, Order::C, &buf)
+        self.writing_decoded = true;
+        let written = self.write_layer(to, region, Order::C, &buf);
+        self.writing_decoded = false;
+        written
     }
 
     /// Reads a region of level of detail `lod` (in that level's coordinates:

@@ -125,6 +125,7 @@ impl Dataset {
             allow_external_paths: false,
             cache: Mutex::new(ChunkCache::new(DEFAULT_CACHE_BYTES as usize)),
             bytes_read: std::sync::atomic::AtomicU64::new(0),
+            writing_decoded: false,
             dedup_enabled: true,
             dedup: None,
             fragment: None,

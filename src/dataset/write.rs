@@ -123,6 +123,8 @@ impl Dataset {
         let what = format!("a chunk of variable {:?}", var.name);
         let mut buf = Vec::new();
         self.reserve(&mut buf, var.chunk_elems * esize, &what)?;
+        // Values decoded from a bounded layer are approximations already.
+        let decoded = self.writing_decoded && var.is_bounded();
         // Chunks the region covers entirely need no old contents: they are
         // gathered and encoded on several cores. The others are read,
         // updated and rewritten here, one by one.
@@ -142,7 +144,7 @@ impl Dataset {
             }
             // The rest of the chunk may hold approximations already: stored
             // lossily again they would drift beyond the bound.
-            let lossless = matches!(var.codec.compression, Compression::Bounded { .. }) && approximate(&self.entry(&key)?);
+            let lossless = decoded || (var.is_bounded() && approximate(&self.entry(&key)?));
             self.load_chunk(var, coords, &mut buf)?;
             gather(var, plan, data, &mut buf);
             let mut next = Vec::new();
@@ -166,7 +168,7 @@ impl Dataset {
                 for (coords, plan) in &full {
                     fill_chunk(var, &var.fill, &mut buf);
                     gather(var, plan, data, &mut buf);
-                    let entry = self.store_prepared(var, prepare(var, coords, &buf, false), &buf)?;
+                    let entry = self.store_prepared(var, prepare(var, coords, &buf, decoded), &buf)?;
                     self.pending.insert(chunk_key(var, coords), Some(entry));
                 }
                 return Ok(());
@@ -194,6 +196,7 @@ impl Dataset {
     /// its buffer, which then goes back to the workers.
     fn encode_parallel(&mut self, var: &Variable, full: &[(Vec<u64>, ChunkPlan)], data: &[u8], workers: usize) -> Result<()> {
         let buffers = Buffers::new(var.chunk_elems * var.esize(), self.memory_limit, "a chunk buffer")?;
+        let decoded = self.writing_decoded && var.is_bounded();
         pipeline(
             full.len(),
             workers,
@@ -211,7 +214,7 @@ impl Dataset {
                     fill_chunk(var, &var.fill, &mut buf);
                 }
                 gather(var, plan, data, &mut buf);
-                let prepared = prepare(var, coords, &buf, false);
+                let prepared = prepare(var, coords, &buf, decoded);
                 // Only a chunk written from its buffer keeps it until it is stored.
                 if matches!(prepared, Prepared::Runs { .. }) {
                     return Ok((prepared, Some(buf)));
