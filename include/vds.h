@@ -415,7 +415,8 @@ enum vds_compression
    */
   VDS_COMPRESSION_ZSTD = 2,
   /**
-   * Lossy with a guaranteed bound (format 1.5), float32 and float64
+   * Lossy with a guaranteed bound (format 1.5; values predicted by
+   * interpolation, format 1.6), float32 and float64
    * only: every value read back is within the tolerance of the value
    * written; NaNs, infinities, the fill value and the no-value marker
    * come back bit for bit. Set with `vds_builder_set_bounded_codec`

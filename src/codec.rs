@@ -58,12 +58,13 @@ pub(crate) const CODEC_SHUFFLE: u8 = 0x10;
 
 /// The most raw bytes one stored byte can decode to with compression id
 /// `codec & 0x0f` (SPEC.md 9.3): deflate 1032 (zlib's largest expansion),
-/// zstd 32768 (a 4-byte RLE block makes 128 KiB), a bounded stream 8 times
-/// zstd's (its zstd frame holds at least one byte per element of at most 8).
+/// zstd 32768 (a 4-byte RLE block makes 128 KiB), a bounded stream
+/// 8 * 255 times zstd's (each byte of its zstd frame's content stands for
+/// at most 255 elements, a run of zero steps, of at most 8 bytes).
 pub(crate) fn max_expansion(codec: u8) -> u64 {
     match codec & 0x0f {
         CODEC_ZSTD => 32_768,
-        CODEC_BOUNDED => 8 * 32_768,
+        CODEC_BOUNDED => 8 * 255 * 32_768,
         _ => 1032,
     }
 }

@@ -144,6 +144,27 @@ fn every_partitioning_stays_within_the_bound() {
     }
 }
 
+/// A large chunk of nearly all zero steps is a few dozen bytes of runs:
+/// the reader's bound on how much a stored byte may expand admits it.
+#[test]
+fn a_large_chunk_of_zero_steps_reads_back() {
+    let dir = Scratch::new("bounded-expansion");
+    let n = 2048u64;
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("y", n))
+        .axis(Axis::new("x", n))
+        .variable(VariableBuilder::new("v", DType::Float32, &["y", "x"]).chunk(&[n, n]).codec(Codec::bounded(1.0)))
+        .create(dir.path("ramp.vds"))
+        .unwrap();
+    let want: Vec<f32> = (0..n * n).map(|k| (k / n) as f32 * 1e-3 + (k % n) as f32 * 1e-4).collect();
+    ds.write("v", &Region::full(&[n, n]).unwrap(), Order::C, &want).unwrap();
+    ds.close().unwrap();
+    let ds = Dataset::open(dir.path("ramp.vds")).unwrap();
+    let s = ds.variable_stats(0).unwrap();
+    assert!(s.stored_bytes * 262_144 + 1024 < s.raw_bytes, "{} stored bytes: not beyond the old bound", s.stored_bytes);
+    check(&ds, "v", &want, &[n, n], 1.0, &[], "a 16 MiB chunk in a few bytes");
+}
+
 fn within_the_bound_through_writes(name: &str, codec: Codec, blocks: Option<&[u64]>) {
     let dir = Scratch::new(name);
     let path = dir.path("v.vds");

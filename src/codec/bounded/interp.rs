@@ -274,7 +274,10 @@ fn encode_with<T: Float>(data: &[u8], n: [usize; 3], tol: f64, exact: &[u64], le
     let mut best: Option<Vec<u8>> = None;
     for (flags, width, count, payload) in candidates {
         let run_bytes = if flags & RUNS != 0 { payload.len() - count * width - outliers.len() } else { 0 };
-        let frame = zstd::compress_shorter(&payload, level).or_else(|| zstd::compress_shorter(&payload, 1))?;
+        // A form that does not compress leaves the other to be tried.
+        let Some(frame) = zstd::compress_shorter(&payload, level).or_else(|| zstd::compress_shorter(&payload, 1)) else {
+            continue;
+        };
         let mut out = Vec::with_capacity(HEADER_LEN + frame.len());
         out.extend_from_slice(&[METHOD, width as u8, flags | if cubic { CUBIC } else { 0 }, k]);
         out.extend_from_slice(&tol.to_le_bytes());
