@@ -43,6 +43,18 @@ fn check(ds: &Dataset, name: &str, want: &[f32], shape: &[u64], tol: f64, exact:
     }
 }
 
+/// Writes `data` to variable "a" in the box at `start` of `count`, and
+/// records it in `want` (the whole variable, C order, of `shape`).
+fn write_tracked(ds: &mut Dataset, want: &mut [f32], shape: &[u64], start: &[u64], count: &[u64], data: &[f32]) {
+    ds.write("a", &Region::new(start, count).unwrap(), Order::C, data).unwrap();
+    let mut k = 0;
+    common::for_each_index(count, |idx| {
+        let at: Vec<u64> = idx.iter().zip(start).map(|(&i, &s)| i + s).collect();
+        want[common::c_index(&at, shape)] = data[k];
+        k += 1;
+    });
+}
+
 #[test]
 fn values_stay_within_the_bound_through_whole_and_partial_writes() {
     within_the_bound_through_writes("bounded-writes", Codec::bounded(0.02), None);
@@ -124,14 +136,8 @@ fn every_partitioning_stays_within_the_bound() {
             .unwrap();
         ds.write("a", &Region::full(&shape).unwrap(), Order::C, &want).unwrap();
         ds.commit().unwrap();
-        let region = Region::new(&[3, 2, 5], &[9, 11, 17]).unwrap();
         let data: Vec<f32> = (0..9 * 11 * 17).map(|_| (rng.below(20001) as f32 - 10000.0) * 1e-3).collect();
-        ds.write("a", &region, Order::C, &data).unwrap();
-        let mut k = 0;
-        common::for_each_index(&[9, 11, 17], |idx| {
-            want[common::c_index(&[idx[0] + 3, idx[1] + 2, idx[2] + 5], &shape)] = data[k];
-            k += 1;
-        });
+        write_tracked(&mut ds, &mut want, &shape, &[3, 2, 5], &[9, 11, 17], &data);
         ds.close().unwrap();
         let ds = Dataset::open(dir.path("p.vds")).unwrap();
         for p in 0..3u8 {
@@ -212,13 +218,7 @@ fn within_the_bound_through_writes(name: &str, codec: Codec, blocks: Option<&[u6
         let region = Region::new(&start, &count).unwrap();
         let total: u64 = count.iter().product();
         let data: Vec<f32> = (0..total).map(|_| (rng.below(20001) as f32 - 10000.0) * 1e-3).collect();
-        ds.write("a", &region, Order::C, &data).unwrap();
-        let mut k = 0;
-        common::for_each_index(&count, |idx| {
-            let at: Vec<u64> = idx.iter().zip(&start).map(|(&i, &s)| i + s).collect();
-            want[common::c_index(&at, &shape)] = data[k];
-            k += 1;
-        });
+        write_tracked(&mut ds, &mut want, &shape, &start, &count, &data);
         if round % 3 == 0 {
             ds.commit().unwrap();
         }
