@@ -430,17 +430,20 @@ pub(super) fn prepare(var: &Variable, coords: &[u64], buf: &[u8], lossless: bool
     }
     // A bounded codec keeps the fill value and the no-value marker bit for
     // bit, and stores losslessly what may hold approximations already.
-    let exact: Vec<u64> = std::iter::once(var.fill).chain(var.no_value).map(u64::from_le_bytes).collect();
+    let bounded = var.is_bounded() && !lossless;
+    let exact: Vec<u64> =
+        if bounded { std::iter::once(var.fill).chain(var.no_value).map(u64::from_le_bytes).collect() } else { Vec::new() };
     let codec = match var.codec.compression {
         Compression::Bounded { level, .. } if lossless => Codec::zstd(level),
         _ => var.codec,
     };
     let (codec_byte, bytes) = match var.block_grid() {
         Some(grid) => (CODEC_BLOCKS, blocks::encode_chunk(var.dtype, codec, &grid, buf, &exact)),
-        None => {
+        None if bounded => {
             let shape: Vec<usize> = var.stored_chunk().iter().map(|&c| c as usize).collect();
             codec::encode_shaped(var.dtype, codec, buf, &shape, &exact)
         }
+        None => codec::encode(var.dtype, codec, buf),
     };
     let (crc, hash) = crate::hash::crc32_xxh64(&bytes);
     Prepared::Bytes { codec: codec_byte, bytes, crc, hash }
