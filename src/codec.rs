@@ -120,9 +120,9 @@ pub(crate) fn encode(dtype: DType, codec: Codec, data: &[u8]) -> (u8, Vec<u8>) {
 pub(crate) fn encode_shaped(dtype: DType, codec: Codec, data: &[u8], shape: &[usize], exact: &[u64]) -> (u8, Vec<u8>) {
     let esize = dtype.size();
     #[cfg(feature = "zstd")]
-    if let Compression::Bounded { tolerance, level, interpolation } = codec.compression {
+    if let Compression::Bounded { tolerance, level, predictor } = codec.compression {
         if matches!(dtype, DType::Float32 | DType::Float64) {
-            if let Some(out) = bounded::encode(esize, data, shape, tolerance, exact, level, interpolation) {
+            if let Some(out) = bounded::encode(esize, data, shape, tolerance, exact, level, predictor) {
                 return (CODEC_BOUNDED, out);
             }
         }

@@ -11,7 +11,7 @@ use crate::codec;
 use crate::dataset::{Dataset, DatasetBuilder, OpenOptions, VariableBuilder};
 use crate::error::ErrorKind;
 use crate::index;
-use crate::spec::{Axis, Codec, DType, DescriptorJson};
+use crate::spec::{Axis, Codec, DType, DescriptorJson, Predictor};
 use crate::storage::MemoryStorage;
 use std::sync::Arc;
 
@@ -164,9 +164,9 @@ pub fn bounded(data: &[u8]) {
     }
     stream.extend_from_slice(rest);
     let _ = codec::decode(dtype, codec::CODEC_BOUNDED, &stream, &mut out);
-    // And behind an interpolation header (6.6.2): flags, order, plane
-    // codes and run bytes from the input.
-    let mut stream = vec![2u8, [1, 2, 4][usize::from(sel >> 2) % 3], (sel >> 4) & 3, (sel >> 6) % 6];
+    // And behind an interpolation header (6.6.2, or 6.6.3 anchored): flags,
+    // order, plane codes and run bytes from the input.
+    let mut stream = vec![2 + (sel & 1), [1, 2, 4][usize::from(sel >> 2) % 3], (sel >> 4) & 3, (sel >> 6) % 6];
     stream.extend_from_slice(&1.0f64.to_le_bytes());
     stream.extend_from_slice(&u32::from(sel >> 4).min(elems as u32).to_le_bytes());
     for e in shape {
@@ -205,8 +205,9 @@ pub fn bounded(data: &[u8]) {
         }
     };
     let exact = [bits(&chunk, 0)];
-    // Both predictors: interpolation (6.6.2) and Lorenzo (6.6.1).
-    for codec in [Codec::bounded(tol), Codec::bounded_lorenzo(tol)] {
+    // Every predictor: anchored (6.6.3), interpolation (6.6.2), Lorenzo (6.6.1).
+    for predictor in [Predictor::Anchored, Predictor::Interpolation, Predictor::Lorenzo] {
+        let codec = Codec::bounded_with(tol, predictor);
         let (cb, stored) = codec::encode_shaped(dtype, codec, &chunk, &dims, &exact);
         let mut back = vec![0u8; chunk.len()];
         codec::decode(dtype, cb, &stored, &mut back).expect("an encoded chunk must decode");

@@ -84,7 +84,7 @@ pub use error::{Error, ErrorKind, Location, Result};
 /// The JSON library of attribute values, re-exported so that callers use the same version.
 pub use serde_json;
 pub use spec::{
-    Axis, Codec, Compression, DType, LodMethod, Quantization, Scalar, Variable, FORMAT_MAJOR, FORMAT_MINOR, MAX_CHUNK_BYTES, MAX_DIMS,
-    MAX_LODS, MAX_MARGIN, MAX_PARTITIONINGS,
+    Axis, Codec, Compression, DType, LodMethod, Predictor, Quantization, Scalar, Variable, FORMAT_MAJOR, FORMAT_MINOR, MAX_CHUNK_BYTES,
+    MAX_DIMS, MAX_LODS, MAX_MARGIN, MAX_PARTITIONINGS,
 };
 pub use storage::{FileStorage, MemoryStorage, Storage};

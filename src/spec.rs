@@ -16,7 +16,7 @@ mod json;
 mod types;
 mod variable;
 pub(crate) use codec::CodecJson;
-pub use codec::{Codec, Compression};
+pub use codec::{Codec, Compression, Predictor};
 pub(crate) use descriptor::{AxisJson, DescriptorJson, FeaturesJson, LodJson, PartitioningJson, QuantJson, SlotJson, VariableJson};
 pub(crate) use features::{
     used_by as features_used_by, FEATURE_BOUNDED, FEATURE_CHUNK_HASHES, FEATURE_COMPACT, FEATURE_ZSTD, KNOWN_FEATURES,
@@ -29,7 +29,7 @@ pub const MAGIC: &[u8] = b"VDS ";
 /// The major version this library writes and reads. A file with another major version is refused.
 pub const FORMAT_MAJOR: u16 = 1;
 /// The minor version this library writes. Files of any minor version of major 1 are read.
-pub const FORMAT_MINOR: u16 = 6;
+pub const FORMAT_MINOR: u16 = 7;
 /// The most axes a dataset may have (the chunk key holds this many coordinates).
 pub const MAX_DIMS: usize = 8;
 /// The largest uncompressed chunk, in bytes (256 MiB).
@@ -134,7 +134,7 @@ mod tests {
     #[test]
     fn version_line_round_trip() {
         let line = version_line();
-        assert_eq!(line, "VDS 1.6\n");
+        assert_eq!(line, "VDS 1.7\n");
         assert_eq!(parse_version_line(line.trim_end().as_bytes()).unwrap(), (1, FORMAT_MINOR));
         assert_eq!(parse_version_line(b"VDS 1.7").unwrap(), (1, 7));
         assert_eq!(parse_version_line(b"VDS 2.0").unwrap_err().kind(), ErrorKind::UnsupportedVersion);

@@ -538,27 +538,39 @@ fn depth_1_5(x: u64) -> f64 {
 /// a fill value and a no-value marker) and float64, by Lorenzo prediction.
 #[cfg(feature = "zstd")]
 fn generate_1_5_bounded(name: &str) {
-    write_bounded(&std::path::Path::new(DIR_1_5).join(name), Codec::bounded_lorenzo, "format 1.5 golden file");
+    write_bounded(&std::path::Path::new(DIR_1_5).join(name), vds::Predictor::Lorenzo, "format 1.5 golden file");
 }
 
 #[cfg(feature = "zstd")]
 fn check_1_5_bounded(name: &str) {
-    check_bounded(&std::path::Path::new(DIR_1_5).join(name), [1, 5], "format 1.5 golden file", false);
+    check_bounded(&std::path::Path::new(DIR_1_5).join(name), [1, 5], "format 1.5 golden file", vds::Predictor::Lorenzo);
 }
 
 /// Format 1.6: the same by interpolation (SPEC.md 6.6.2).
 #[cfg(feature = "zstd")]
 fn generate_1_6_bounded(name: &str) {
-    write_bounded(&std::path::Path::new(DIR_1_6).join(name), Codec::bounded, "format 1.6 golden file");
+    write_bounded(&std::path::Path::new(DIR_1_6).join(name), vds::Predictor::Interpolation, "format 1.6 golden file");
 }
 
 #[cfg(feature = "zstd")]
 fn check_1_6_bounded(name: &str) {
-    check_bounded(&std::path::Path::new(DIR_1_6).join(name), [1, 6], "format 1.6 golden file", true);
+    check_bounded(&std::path::Path::new(DIR_1_6).join(name), [1, 6], "format 1.6 golden file", vds::Predictor::Interpolation);
+}
+
+/// Format 1.7: the same by anchored interpolation (SPEC.md 6.6.3).
+#[cfg(feature = "zstd")]
+fn generate_1_7_bounded(name: &str) {
+    write_bounded(&std::path::Path::new(DIR_1_7).join(name), vds::Predictor::Anchored, "format 1.7 golden file");
 }
 
 #[cfg(feature = "zstd")]
-fn write_bounded(path: &std::path::Path, codec: fn(f64) -> Codec, created_by: &str) {
+fn check_1_7_bounded(name: &str) {
+    check_bounded(&std::path::Path::new(DIR_1_7).join(name), [1, 7], "format 1.7 golden file", vds::Predictor::Anchored);
+}
+
+#[cfg(feature = "zstd")]
+fn write_bounded(path: &std::path::Path, predictor: vds::Predictor, created_by: &str) {
+    let codec = |tolerance| Codec::bounded_with(tolerance, predictor);
     let mut ds = DatasetBuilder::new()
         .axis(Axis::new("inline", 20))
         .axis(Axis::new("crossline", 24))
@@ -582,14 +594,14 @@ fn write_bounded(path: &std::path::Path, codec: fn(f64) -> Codec, created_by: &s
 }
 
 #[cfg(feature = "zstd")]
-fn check_bounded(path: &std::path::Path, version: [u16; 2], created_by: &str, interpolation: bool) {
+fn check_bounded(path: &std::path::Path, version: [u16; 2], created_by: &str, predictor: vds::Predictor) {
     assert!(path.exists(), "{} is missing: golden files are committed, never regenerated", path.display());
     let ds = Dataset::open(path).unwrap();
     assert_eq!(ds.format_version(), version);
     assert_eq!(ds.attributes()["created_by"], json!(created_by));
     let v = &ds.variables()[0];
     assert!(
-        matches!(v.codec().compression, vds::Compression::Bounded { tolerance, interpolation: i, .. } if tolerance == AMPLITUDE_TOLERANCE && i == interpolation)
+        matches!(v.codec().compression, vds::Compression::Bounded { tolerance, predictor: p, .. } if tolerance == AMPLITUDE_TOLERANCE && p == predictor)
     );
     let a: Vec<f32> = ds.read_vec("amplitude", &Region::full(&[20, 24, 100]).unwrap(), Order::C).unwrap();
     for (n, &got) in a.iter().enumerate() {
@@ -628,6 +640,15 @@ fn format_1_6_bounded_files_stay_readable() {
     golden(DIR_1_6, "bounded-interpolation.vds", generate_1_6_bounded, check_1_6_bounded);
 }
 
+#[cfg(feature = "zstd")]
+const DIR_1_7: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v1.7");
+
+#[test]
+#[cfg(feature = "zstd")]
+fn format_1_7_bounded_files_stay_readable() {
+    golden(DIR_1_7, "bounded-anchored.vds", generate_1_7_bounded, check_1_7_bounded);
+}
+
 /// A build without zstd reports the bounded golden file as using an
 /// unsupported feature.
 #[test]
@@ -635,6 +656,8 @@ fn format_1_6_bounded_files_stay_readable() {
 fn format_1_5_bounded_files_are_an_unsupported_feature_without_zstd() {
     let e = Dataset::open(std::path::Path::new(DIR_1_5).join("bounded.vds")).unwrap_err();
     assert_eq!(e.kind(), vds::ErrorKind::UnsupportedFeature, "{e}");
-    let e = Dataset::open(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v1.6/bounded-interpolation.vds")).unwrap_err();
-    assert_eq!(e.kind(), vds::ErrorKind::UnsupportedFeature, "{e}");
+    for path in ["v1.6/bounded-interpolation.vds", "v1.7/bounded-anchored.vds"] {
+        let e = Dataset::open(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data")).join(path)).unwrap_err();
+        assert_eq!(e.kind(), vds::ErrorKind::UnsupportedFeature, "{e}");
+    }
 }

@@ -7,7 +7,7 @@
 
 mod common;
 use common::{Rng, Scratch};
-use vds::{Axis, Codec, Compression, DType, Dataset, DatasetBuilder, ErrorKind, Order, Region, VariableBuilder};
+use vds::{Axis, Codec, Compression, DType, Dataset, DatasetBuilder, ErrorKind, Order, Predictor, Region, VariableBuilder};
 
 /// |x - y| <= t exactly (x, y float32, whose difference float64 holds
 /// exactly when it matters: a difference beyond float64's rounding is far
@@ -63,7 +63,13 @@ fn values_stay_within_the_bound_through_whole_and_partial_writes() {
 /// The same with the Lorenzo predictor of format 1.5.
 #[test]
 fn values_stay_within_the_bound_by_lorenzo_prediction() {
-    within_the_bound_through_writes("bounded-lorenzo", Codec::bounded_lorenzo(0.02), None);
+    within_the_bound_through_writes("bounded-lorenzo", Codec::bounded_with(0.02, Predictor::Lorenzo), None);
+}
+
+/// The same with the interpolation predictor of format 1.6.
+#[test]
+fn values_stay_within_the_bound_by_the_interpolation_of_format_1_6() {
+    within_the_bound_through_writes("bounded-interp", Codec::bounded_with(0.02, Predictor::Interpolation), None);
 }
 
 /// The same with chunks made of blocks (format 1.6): each block a bounded
@@ -104,7 +110,9 @@ fn blocks_hold_bounded_streams_with_interpolation_only() {
     assert!(ds.verify().unwrap().is_ok());
     let e = DatasetBuilder::new()
         .axis(Axis::new("x", 64))
-        .variable(VariableBuilder::new("v", DType::Float32, &["x"]).blocks(Some(&[32])).codec(Codec::bounded_lorenzo(1e-3)))
+        .variable(
+            VariableBuilder::new("v", DType::Float32, &["x"]).blocks(Some(&[32])).codec(Codec::bounded_with(1e-3, Predictor::Lorenzo)),
+        )
         .create(dir.path("l.vds"))
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
@@ -116,7 +124,10 @@ fn blocks_hold_bounded_streams_with_interpolation_only() {
 /// within the bound, after whole and partial writes, with either predictor.
 #[test]
 fn every_partitioning_stays_within_the_bound() {
-    for (name, codec) in [("parts-interp", Codec::bounded(0.5)), ("parts-lorenzo", Codec::bounded_lorenzo(0.5))] {
+    for (name, predictor) in
+        [("parts-anchored", Predictor::Anchored), ("parts-interp", Predictor::Interpolation), ("parts-lorenzo", Predictor::Lorenzo)]
+    {
+        let codec = Codec::bounded_with(0.5, predictor);
         let dir = Scratch::new(name);
         let shape = [24u64, 20, 40];
         let mut rng = Rng::new(common::seed(5));
@@ -176,7 +187,7 @@ fn within_the_bound_through_writes(name: &str, codec: Codec, blocks: Option<&[u6
     let path = dir.path("v.vds");
     let n = [40usize, 36, 80];
     let shape = [40u64, 36, 80];
-    let Compression::Bounded { tolerance: tol, interpolation, .. } = codec.compression else { panic!("{codec:?}") };
+    let Compression::Bounded { tolerance: tol, predictor, .. } = codec.compression else { panic!("{codec:?}") };
     let mut rng = Rng::new(common::seed(11));
     let mut want = volume(&mut rng, n);
     // Specials: NaN, infinities, the fill and no-value markers.
@@ -232,11 +243,14 @@ fn within_the_bound_through_writes(name: &str, codec: Codec, blocks: Option<&[u6
     let head = std::fs::read(&path).unwrap();
     let line = String::from_utf8_lossy(&head[..head.iter().skip(8).position(|&c| c == b'\n').unwrap() + 8]).to_string();
     assert!(line.contains(r#""id":"bounded","level":3,"shuffle":false,"tolerance":0.02"#), "{line}");
+    let (interpolation, anchored) = (predictor == Predictor::Interpolation, predictor == Predictor::Anchored);
     assert_eq!(line.contains(r#""predictor":"interpolation""#), interpolation, "{line}");
     assert_eq!(line.contains("bounded_interpolation"), interpolation, "{line}");
+    assert_eq!(line.contains(r#""predictor":"anchored""#), anchored, "{line}");
+    assert_eq!(line.contains("bounded_anchored"), anchored, "{line}");
     assert!(line.contains(r#""bounded_codec""#), "{line}");
     assert_eq!(line.contains(r#""blocks""#), blocks.is_some(), "{line}");
-    assert_eq!(ds.format_version(), [1, 6]);
+    assert_eq!(ds.format_version(), [1, 7]);
 }
 
 #[test]
@@ -301,7 +315,7 @@ fn misuse_is_refused() {
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     // A relative tolerance is resolved to the absolute bound the file keeps.
     let c = Codec::bounded_relative(0.001, -2.0, 3.0);
-    assert_eq!(c.compression, Compression::Bounded { tolerance: 0.001 * 5.0, level: 3, interpolation: true });
+    assert_eq!(c.compression, Compression::Bounded { tolerance: 0.001 * 5.0, level: 3, predictor: Predictor::Anchored });
     let ds = create(DType::Float32, c).unwrap();
     assert_eq!(ds.variables()[0].codec(), c);
 }

@@ -79,7 +79,7 @@ pub(crate) struct CodecSpec {
     shuffle: bool,
     /// The absolute error bound of codec "bounded".
     tolerance: Option<f64>,
-    /// The predictor of codec "bounded": "interpolation" (the default) or "lorenzo".
+    /// The predictor of codec "bounded": "anchored" (the default), "interpolation" or "lorenzo".
     predictor: Option<String>,
 }
 
@@ -138,15 +138,19 @@ pub(crate) fn codec(py: Python<'_>, var: &str, c: &CodecSpec) -> PyResult<Codec>
             let Some(tolerance) = c.tolerance else {
                 return Err(invalid(py, format!("variable {var:?}: codec \"bounded\" needs a tolerance (\"bounded:0.01\")")));
             };
-            let interpolation = match c.predictor.as_deref() {
-                None | Some("interpolation") => true,
-                Some("lorenzo") => false,
+            let predictor = match c.predictor.as_deref() {
+                None | Some("anchored") => vds::Predictor::Anchored,
+                Some("interpolation") => vds::Predictor::Interpolation,
+                Some("lorenzo") => vds::Predictor::Lorenzo,
                 Some(other) => {
-                    return Err(invalid(py, format!("variable {var:?}: predictor {other:?} is not \"interpolation\" or \"lorenzo\"")))
+                    return Err(invalid(
+                        py,
+                        format!("variable {var:?}: predictor {other:?} is not \"anchored\", \"interpolation\" or \"lorenzo\""),
+                    ))
                 }
             };
             // The library refuses a tolerance out of (0, 1e300] when the variable is created.
-            return Ok(Codec { compression: vds::Compression::Bounded { tolerance, level, interpolation }, shuffle: false });
+            return Ok(Codec { compression: vds::Compression::Bounded { tolerance, level, predictor }, shuffle: false });
         }
         (id, level) => {
             return Err(invalid(

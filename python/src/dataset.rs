@@ -206,9 +206,14 @@ fn codec_dict<'py>(py: Python<'py>, c: vds::Codec) -> PyResult<Bound<'py, PyDict
     d.set_item("id", id)?;
     d.set_item("level", level)?;
     d.set_item("shuffle", c.shuffle)?;
-    if let Compression::Bounded { tolerance, interpolation, .. } = c.compression {
+    if let Compression::Bounded { tolerance, predictor, .. } = c.compression {
         d.set_item("tolerance", tolerance)?;
-        d.set_item("predictor", if interpolation { "interpolation" } else { "lorenzo" })?;
+        let name = match predictor {
+            vds::Predictor::Anchored => "anchored",
+            vds::Predictor::Interpolation => "interpolation",
+            _ => "lorenzo",
+        };
+        d.set_item("predictor", name)?;
     }
     Ok(d)
 }

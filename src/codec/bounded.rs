@@ -1,8 +1,10 @@
 //! The error-bounded codec (SPEC.md 6.6): float chunks stored with every
-//! value within an absolute tolerance `t` of the value written. Two
+//! value within an absolute tolerance `t` of the value written. Three
 //! predictors share the quantization and the checks here: Lorenzo
-//! (method 1, this file) and interpolation (method 2, [`interp`], format
-//! 1.6, the default of new variables).
+//! (method 1, this file), and interpolation ([`interp`]) on a grid of
+//! multiples (method 2, format 1.6) or on one that also holds the last
+//! sample of each axis (method 3, format 1.7, the default of new
+//! variables).
 //!
 //! Lorenzo: each value is predicted from its already *reconstructed* neighbours by
 //! the Lorenzo predictor over a 3-D view of the chunk (its own axes, its
@@ -28,6 +30,7 @@
 //! if anything is off the caller stores the chunk losslessly.
 
 use super::zstd;
+use crate::spec::Predictor;
 
 mod interp;
 
@@ -231,8 +234,8 @@ pub(crate) fn lorenzo_shape(shape: &[usize]) -> [usize; 3] {
 
 /// Encodes one chunk (native-order elements of f32 when `esize` is 4, f64
 /// when 8) of shape `shape` with tolerance `tol`, keeping the elements whose
-/// bits are in `exact` bit for bit; zstd at `level`; by interpolation
-/// (method 2) when `interpolation`, else by Lorenzo prediction. None when the stream
+/// bits are in `exact` bit for bit; zstd at `level`; predicted by
+/// `predictor` (method 1, 2 or 3). None when the stream
 /// would not be shorter than the raw chunk, or when decoding it does not
 /// give back every value within the bound: the caller stores it losslessly.
 pub(crate) fn encode(
@@ -242,16 +245,17 @@ pub(crate) fn encode(
     tol: f64,
     exact: &[u64],
     level: u8,
-    interpolation: bool,
+    predictor: Predictor,
 ) -> Option<Vec<u8>> {
     if !(tol > 0.0 && tol <= MAX_TOLERANCE) || shape.iter().product::<usize>() * esize != data.len() || data.is_empty() {
         return None;
     }
-    let out = match (esize, interpolation) {
-        (4, false) => encode_as::<f32>(data, shape, tol, exact, level)?,
-        (8, false) => encode_as::<f64>(data, shape, tol, exact, level)?,
-        (4, true) => interp::encode::<f32>(data, lorenzo_shape(shape), tol, exact, level)?,
-        (8, true) => interp::encode::<f64>(data, lorenzo_shape(shape), tol, exact, level)?,
+    let anchored = predictor == Predictor::Anchored;
+    let out = match (esize, predictor) {
+        (4, Predictor::Lorenzo) => encode_as::<f32>(data, shape, tol, exact, level)?,
+        (8, Predictor::Lorenzo) => encode_as::<f64>(data, shape, tol, exact, level)?,
+        (4, _) => interp::encode::<f32>(data, lorenzo_shape(shape), anchored, tol, exact, level)?,
+        (8, _) => interp::encode::<f64>(data, lorenzo_shape(shape), anchored, tol, exact, level)?,
         _ => return None,
     };
     // The guarantee, checked on the bytes as the reader will see them.
@@ -485,8 +489,8 @@ pub(crate) fn decode(esize: usize, stored: &[u8], out: &mut [u8]) -> Result<(), 
     }
     match stored.first() {
         Some(&METHOD_LORENZO) => {}
-        Some(&interp::METHOD) if esize == 4 => return interp::decode::<f32>(stored, out),
-        Some(&interp::METHOD) => return interp::decode::<f64>(stored, out),
+        Some(&(interp::METHOD | interp::METHOD_ANCHORED)) if esize == 4 => return interp::decode::<f32>(stored, out),
+        Some(&(interp::METHOD | interp::METHOD_ANCHORED)) => return interp::decode::<f64>(stored, out),
         Some(&m) => return Err(format!("bounded chunk: unknown method {m}")),
         None => return Err("bounded chunk of 0 bytes".into()),
     }
@@ -569,14 +573,15 @@ pub(super) mod tests {
     /// comparison for f32, whose differences f64 holds exactly when the
     /// exponents are close, and by the sign of the TwoSum error otherwise).
     /// Returns the stored length, or None when the encoder declined.
-    /// Under both predictors: the shorter stream's length, or None when
-    /// either declined.
+    /// Under every predictor: the shortest stream's length, or None when
+    /// any declined.
     pub(super) fn round_trip32(v: &[f32], shape: &[usize], tol: f64, exact: &[f32]) -> Option<usize> {
-        let (a, b) = (round_trip32_by(v, shape, tol, exact, false), round_trip32_by(v, shape, tol, exact, true));
-        Some(a?.min(b?))
+        PREDICTORS.iter().map(|&p| round_trip32_by(v, shape, tol, exact, p)).try_fold(usize::MAX, |a, b| Some(a.min(b?)))
     }
 
-    fn round_trip32_by(v: &[f32], shape: &[usize], tol: f64, exact: &[f32], interpolation: bool) -> Option<usize> {
+    const PREDICTORS: [Predictor; 3] = [Predictor::Lorenzo, Predictor::Interpolation, Predictor::Anchored];
+
+    fn round_trip32_by(v: &[f32], shape: &[usize], tol: f64, exact: &[f32], interpolation: Predictor) -> Option<usize> {
         let data = bytes32(v);
         let ex: Vec<u64> = exact.iter().map(|x| u64::from(x.to_bits())).collect();
         let stored = encode(4, &data, shape, tol, &ex, 3, interpolation)?;
@@ -604,11 +609,10 @@ pub(super) mod tests {
 
     /// As [`round_trip32`].
     pub(super) fn round_trip64(v: &[f64], shape: &[usize], tol: f64) -> Option<usize> {
-        let (a, b) = (round_trip64_by(v, shape, tol, false), round_trip64_by(v, shape, tol, true));
-        Some(a?.min(b?))
+        PREDICTORS.iter().map(|&p| round_trip64_by(v, shape, tol, p)).try_fold(usize::MAX, |a, b| Some(a.min(b?)))
     }
 
-    fn round_trip64_by(v: &[f64], shape: &[usize], tol: f64, interpolation: bool) -> Option<usize> {
+    fn round_trip64_by(v: &[f64], shape: &[usize], tol: f64, interpolation: Predictor) -> Option<usize> {
         let data = bytes64(v);
         let stored = encode(8, &data, shape, tol, &[], 3, interpolation)?;
         let mut back = vec![0u8; data.len()];
@@ -732,7 +736,7 @@ pub(super) mod tests {
     fn hostile_streams_are_refused() {
         let v: Vec<f32> = (0..1000).map(|i| (i as f32 * 0.1).sin()).collect();
         let data = bytes32(&v);
-        let stored = encode(4, &data, &[10, 100], 1e-3, &[], 3, false).unwrap();
+        let stored = encode(4, &data, &[10, 100], 1e-3, &[], 3, Predictor::Lorenzo).unwrap();
         let mut out = vec![0u8; data.len()];
         decode(4, &stored, &mut out).unwrap();
         assert!(decode(4, &stored[..HEADER_LEN - 1], &mut out).is_err());
@@ -839,7 +843,7 @@ pub(super) mod tests {
             .collect();
         for (tol, shape) in [(0.5, [6usize, 7, 50]), (1e-3, [6, 7, 50]), (1e-6, [42, 1, 50])] {
             let data = bytes64(&v);
-            let stored = encode(8, &data, &shape, tol, &[], 3, false).unwrap();
+            let stored = encode(8, &data, &shape, tol, &[], 3, Predictor::Lorenzo).unwrap();
             let mut back = vec![0u8; data.len()];
             decode(8, &stored, &mut back).unwrap();
             let ours: Vec<u64> = back.chunks_exact(8).map(|b| f64::from_ne_bytes(b.try_into().unwrap()).to_bits()).collect();
@@ -847,7 +851,7 @@ pub(super) mod tests {
             assert_eq!(ours, theirs, "tolerance {tol}");
             let v32: Vec<f32> = v.iter().map(|&x| x as f32).collect();
             let data = bytes32(&v32);
-            let stored = encode(4, &data, &shape, tol, &[], 3, false).unwrap();
+            let stored = encode(4, &data, &shape, tol, &[], 3, Predictor::Lorenzo).unwrap();
             let mut back = vec![0u8; data.len()];
             decode(4, &stored, &mut back).unwrap();
             let ours: Vec<u64> = back.chunks_exact(4).map(|b| f64::from(f32::from_ne_bytes(b.try_into().unwrap())).to_bits()).collect();
@@ -888,12 +892,12 @@ pub(super) mod tests {
         let view = |stored: &[u8]| [16, 20, 24].map(|at| u32::from_le_bytes(stored[at..at + 4].try_into().unwrap()));
         let mut rng = Rng(3);
         let noise: Vec<f32> = (0..16 * 16 * 16).map(|_| rng.unit() as f32).collect();
-        let stored = encode(4, &bytes32(&noise), &[16, 16, 16], 0.01, &[], 3, false).unwrap();
+        let stored = encode(4, &bytes32(&noise), &[16, 16, 16], 0.01, &[], 3, Predictor::Lorenzo).unwrap();
         assert_eq!(view(&stored), [1, 1, 4096]);
         let smooth: Vec<f32> = (0..16 * 16 * 16)
             .map(|i| ((i / 256) as f32 * 0.3).sin() * ((i / 16 % 16) as f32 * 0.2).cos() * ((i % 16) as f32 * 0.5).sin())
             .collect();
-        let stored = encode(4, &bytes32(&smooth), &[16, 16, 16], 1e-4, &[], 3, false).unwrap();
+        let stored = encode(4, &bytes32(&smooth), &[16, 16, 16], 1e-4, &[], 3, Predictor::Lorenzo).unwrap();
         assert_eq!(view(&stored), [16, 16, 16]);
         assert_eq!(views_of(lorenzo_shape(&[4, 1, 8, 16])), [[4, 8, 16], [1, 32, 16], [1, 1, 512]]);
         assert_eq!(views_of(lorenzo_shape(&[100])), [[1, 1, 100]; 3]);

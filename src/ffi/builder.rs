@@ -29,7 +29,7 @@ pub enum vds_compression {
     /// with `VDS_ERR_UNSUPPORTED_FEATURE`.
     VDS_COMPRESSION_ZSTD = 2,
     /// Lossy with a guaranteed bound (format 1.5; values predicted by
-    /// interpolation, format 1.6), float32 and float64
+    /// anchored interpolation, format 1.7), float32 and float64
     /// only: every value read back is within the tolerance of the value
     /// written; NaNs, infinities, the fill value and the no-value marker
     /// come back bit for bit. Set with `vds_builder_set_bounded_codec`
@@ -227,7 +227,8 @@ pub unsafe extern "C" fn vds_builder_set_codec(
 /// codec: every value read back is within `tolerance` (finite, in
 /// (0, 1e300]) of the value written, and NaNs, infinities, the fill value
 /// and the no-value marker come back bit for bit; values are predicted by
-/// interpolation from a coarser grid (format 1.6, SPEC.md 6.6.2) and the
+/// interpolation from a coarser grid that holds both ends of every axis
+/// (format 1.7, SPEC.md 6.6.3) and the
 /// codes compressed by zstd at `level` (1..22; 3 is a good default). A chunk the codec cannot
 /// store within the bound, or smaller, is stored losslessly. Creating the
 /// container fails with `VDS_ERR_INVALID_ARGUMENT` if the variable is not
@@ -248,7 +249,7 @@ pub unsafe extern "C" fn vds_builder_set_bounded_codec(b: *mut vds_builder, var:
             Ok(l) if Compression::ZSTD_LEVELS.contains(&l) => l,
             _ => return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("zstd level {level} is not in 1..22")),
         };
-        let codec = Codec { compression: Compression::Bounded { tolerance, level, interpolation: true }, shuffle: false };
+        let codec = Codec { compression: Compression::Bounded { tolerance, level, predictor: crate::Predictor::Anchored }, shuffle: false };
         with_variable(b, var, |v| {
             v.codec(codec);
             Ok(())

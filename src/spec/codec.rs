@@ -37,12 +37,29 @@ pub enum Compression {
         tolerance: f64,
         /// zstd level of the codes, 1..=22.
         level: u8,
-        /// Values are predicted by interpolation from a coarser grid
-        /// (SPEC.md 6.6.2; format 1.6, feature `bounded_interpolation`), as
-        /// [`Codec::bounded`] does; false: by the Lorenzo predictor of
-        /// format 1.5 (6.6.1), which 1.5 readers decode.
-        interpolation: bool,
+        /// How values are predicted before they are quantized.
+        predictor: Predictor,
     },
+}
+
+/// The predictor of a [`Compression::Bounded`] variable, fixed for its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Predictor {
+    /// The 3-D Lorenzo predictor of format 1.5 (SPEC.md 6.6.1), which 1.5
+    /// readers decode; it stores seismic and smooth volumes larger than
+    /// interpolation does.
+    Lorenzo,
+    /// Interpolation from a coarser grid of multiples of a power of two
+    /// (SPEC.md 6.6.2; format 1.6, feature `bounded_interpolation`), which
+    /// 1.6 readers decode.
+    Interpolation,
+    /// Interpolation from a coarser grid that also holds the last sample of
+    /// every axis (SPEC.md 6.6.3; format 1.7, feature `bounded_anchored`),
+    /// as [`Codec::bounded`] makes: no sample is predicted by a copy of its
+    /// neighbour at the far end of a chunk, which on smooth data shrinks a
+    /// chunk several times over.
+    Anchored,
 }
 
 /// Compressions are equal when their fields are (a tolerance by its bits,
@@ -54,8 +71,8 @@ impl PartialEq for Compression {
             (Compression::Deflate { level: a }, Compression::Deflate { level: b }) => a == b,
             (Compression::Zstd { level: a }, Compression::Zstd { level: b }) => a == b,
             (
-                Compression::Bounded { tolerance: a, level: la, interpolation: ia },
-                Compression::Bounded { tolerance: b, level: lb, interpolation: ib },
+                Compression::Bounded { tolerance: a, level: la, predictor: ia },
+                Compression::Bounded { tolerance: b, level: lb, predictor: ib },
             ) => a.to_bits() == b.to_bits() && la == lb && ia == ib,
             _ => false,
         }
@@ -99,21 +116,21 @@ impl Codec {
     }
 
     /// Lossy with every value within `tolerance` of the value written (see
-    /// [`Compression::Bounded`]), values predicted by interpolation, codes
-    /// compressed by zstd level 3. Creating
+    /// [`Compression::Bounded`]), values predicted by anchored interpolation
+    /// ([`Predictor::Anchored`]), codes compressed by zstd level 3. Creating
     /// a variable with it fails with [`ErrorKind::InvalidArgument`] unless the
     /// variable is float32 or float64 (and not quantized) and the tolerance is
     /// in (0, 1e300], and with [`ErrorKind::UnsupportedFeature`] in a build
     /// without the cargo feature `zstd`.
     pub fn bounded(tolerance: f64) -> Codec {
-        Codec { compression: Compression::Bounded { tolerance, level: 3, interpolation: true }, shuffle: false }
+        Codec::bounded_with(tolerance, Predictor::Anchored)
     }
 
-    /// [`Codec::bounded`] with the Lorenzo predictor of format 1.5, for
-    /// files that 1.5 readers must decode; it stores seismic and smooth
-    /// volumes larger than interpolation does.
-    pub fn bounded_lorenzo(tolerance: f64) -> Codec {
-        Codec { compression: Compression::Bounded { tolerance, level: 3, interpolation: false }, shuffle: false }
+    /// [`Codec::bounded`] with another predictor: [`Predictor::Lorenzo`] or
+    /// [`Predictor::Interpolation`] for files that 1.5 or 1.6 readers must
+    /// decode.
+    pub fn bounded_with(tolerance: f64, predictor: Predictor) -> Codec {
+        Codec { compression: Compression::Bounded { tolerance, level: 3, predictor }, shuffle: false }
     }
 
     /// [`Codec::bounded`] with a relative tolerance: `fraction` of the width
@@ -133,6 +150,19 @@ impl Codec {
 
 /// The descriptor's name of the interpolation predictor of codec "bounded".
 pub(crate) const INTERPOLATION: &str = "interpolation";
+/// The descriptor's name of its anchored interpolation predictor.
+pub(crate) const ANCHORED: &str = "anchored";
+
+impl Predictor {
+    /// The descriptor's name (none for Lorenzo, which 1.5 wrote without one).
+    pub(crate) fn name(self) -> Option<&'static str> {
+        match self {
+            Predictor::Lorenzo => None,
+            Predictor::Interpolation => Some(INTERPOLATION),
+            Predictor::Anchored => Some(ANCHORED),
+        }
+    }
+}
 
 /// Codec as it appears in the descriptor: `{"id":"deflate","level":6,"shuffle":true}`.
 #[derive(Serialize, Deserialize, Clone, Debug)]
@@ -145,8 +175,8 @@ pub(crate) struct CodecJson {
     /// The absolute error bound of codec "bounded" (format 1.5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerance: Option<f64>,
-    /// The predictor of codec "bounded": "interpolation" (format 1.6) or,
-    /// when absent, Lorenzo.
+    /// The predictor of codec "bounded": "anchored" (format 1.7),
+    /// "interpolation" (format 1.6) or, when absent, Lorenzo.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predictor: Option<String>,
     #[serde(flatten)]
@@ -159,8 +189,8 @@ impl CodecJson {
             Compression::None => ("none", None, None, None),
             Compression::Deflate { level } => ("deflate", Some(level), None, None),
             Compression::Zstd { level } => ("zstd", Some(level), None, None),
-            Compression::Bounded { tolerance, level, interpolation } => {
-                ("bounded", Some(level), Some(tolerance), interpolation.then(|| INTERPOLATION.to_string()))
+            Compression::Bounded { tolerance, level, predictor } => {
+                ("bounded", Some(level), Some(tolerance), predictor.name().map(str::to_string))
             }
         };
         let shuffle = c.shuffle && tolerance.is_none();
@@ -171,15 +201,16 @@ impl CodecJson {
         if self.tolerance.is_some() && self.id != "bounded" {
             return Err(descriptor_error(format!("variable {var:?}: codec {:?} takes no \"tolerance\"", self.id)));
         }
-        let interpolation = match self.predictor.as_deref() {
+        let predictor = match self.predictor.as_deref() {
             Some(p) if self.id != "bounded" => {
                 return Err(descriptor_error(format!("variable {var:?}: codec {:?} takes no \"predictor\" (found {p:?})", self.id)))
             }
-            None => false,
-            Some(INTERPOLATION) => true,
+            None => Predictor::Lorenzo,
+            Some(INTERPOLATION) => Predictor::Interpolation,
+            Some(ANCHORED) => Predictor::Anchored,
             Some(other) => {
                 return Err(descriptor_error(format!(
-                    "variable {var:?}: codec \"bounded\" has predictor {other:?} (expected \"{INTERPOLATION}\" or none)"
+                    "variable {var:?}: codec \"bounded\" has predictor {other:?} (expected \"{ANCHORED}\", \"{INTERPOLATION}\" or none)"
                 )))
             }
         };
@@ -205,7 +236,7 @@ impl CodecJson {
                 ))
             }
             ("bounded", Some(level)) if Compression::ZSTD_LEVELS.contains(&level) && !self.shuffle => match self.tolerance {
-                Some(tolerance) if tolerance > 0.0 && tolerance <= 1e300 => Compression::Bounded { tolerance, level, interpolation },
+                Some(tolerance) if tolerance > 0.0 && tolerance <= 1e300 => Compression::Bounded { tolerance, level, predictor },
                 other => {
                     return Err(descriptor_error(format!(
                         "variable {var:?}: codec \"bounded\" needs \"tolerance\" in (0, 1e300], found {other:?}"

@@ -460,9 +460,9 @@ impl DescriptorJson {
                     if dtype == DType::Bool || margin != [0, 0] {
                         return Err(format!("variable {:?}: blocks need a numeric type and no margins", v.name).into());
                     }
-                    if matches!(codec.compression, super::Compression::Bounded { interpolation: false, .. }) {
+                    if matches!(codec.compression, super::Compression::Bounded { predictor: crate::spec::Predictor::Lorenzo, .. }) {
                         return Err(format!(
-                            "variable {:?}: blocks are combined with the bounded codec's interpolation predictor only (format 1.6)",
+                            "variable {:?}: blocks are combined with the bounded codec's interpolation predictors only (format 1.6 and later)",
                             v.name
                         )
                         .into());

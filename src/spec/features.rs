@@ -6,6 +6,7 @@
 //! any warning; so would one that lists a known name in a weaker list. Both
 //! are refused as invalid descriptors.
 
+use super::codec::{ANCHORED, INTERPOLATION};
 use super::{DescriptorJson, FeaturesJson, VariableJson};
 
 /// A variable's codec is zstd (incompatible: a reader that does not know it
@@ -45,6 +46,11 @@ pub(crate) const FEATURE_BOUNDED: &str = "bounded_codec";
 /// reader that does not know it cannot decode its chunks; format 1.6).
 pub(crate) const FEATURE_BOUNDED_INTERPOLATION: &str = "bounded_interpolation";
 
+/// A variable's bounded codec predicts by anchored interpolation
+/// (incompatible: a reader that does not know it cannot decode its chunks;
+/// format 1.7).
+pub(crate) const FEATURE_BOUNDED_ANCHORED: &str = "bounded_anchored";
+
 /// The container has the compact layout: a head not padded to 4 KiB and
 /// 128-byte commit slots (incompatible: a reader that does not know it
 /// would look for the slots in the wrong place; format 1.4). Listed
@@ -69,6 +75,8 @@ pub(crate) const KNOWN_FEATURES: &[&str] = &[
     FEATURE_BOUNDED,
     #[cfg(feature = "zstd")]
     FEATURE_BOUNDED_INTERPOLATION,
+    #[cfg(feature = "zstd")]
+    FEATURE_BOUNDED_ANCHORED,
 ];
 
 /// The three lists of `features`.
@@ -94,7 +102,7 @@ type Uses = fn(&VariableJson) -> bool;
 
 /// Every feature the format defines (in every build), with its list and
 /// what uses it.
-const DEFINED: [(&str, List, Uses); 10] = [
+const DEFINED: [(&str, List, Uses); 11] = [
     (FEATURE_NO_VALUE, List::Compat, |v| v.no_value.is_some()),
     (FEATURE_LOD, List::RoCompat, |v| v.lod.is_some()),
     (FEATURE_PARTITIONINGS, List::RoCompat, |v| !v.partitionings.is_empty()),
@@ -104,7 +112,8 @@ const DEFINED: [(&str, List, Uses); 10] = [
     (FEATURE_ZSTD, List::Incompat, |v| v.codec.id == "zstd"),
     (FEATURE_BLOCKS, List::Incompat, |v| v.blocks.is_some()),
     (FEATURE_BOUNDED, List::Incompat, |v| v.codec.id == "bounded"),
-    (FEATURE_BOUNDED_INTERPOLATION, List::Incompat, |v| v.codec.id == "bounded" && v.codec.predictor.is_some()),
+    (FEATURE_BOUNDED_INTERPOLATION, List::Incompat, |v| v.codec.id == "bounded" && v.codec.predictor.as_deref() == Some(INTERPOLATION)),
+    (FEATURE_BOUNDED_ANCHORED, List::Incompat, |v| v.codec.id == "bounded" && v.codec.predictor.as_deref() == Some(ANCHORED)),
 ];
 
 /// The features a new descriptor with these variables lists: those its

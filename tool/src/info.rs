@@ -90,8 +90,12 @@ fn codec_text(v: &Variable) -> String {
         Compression::Deflate { level } => format!("deflate level {level}"),
         Compression::Zstd { level } if c.shuffle && v.dtype().size() > 1 => format!("zstd level {level} + shuffle"),
         Compression::Zstd { level } => format!("zstd level {level}"),
-        Compression::Bounded { tolerance, level, interpolation } => {
-            let by = if interpolation { "interpolation" } else { "Lorenzo" };
+        Compression::Bounded { tolerance, level, predictor } => {
+            let by = match predictor {
+                vds::Predictor::Anchored => "anchored interpolation",
+                vds::Predictor::Interpolation => "interpolation",
+                _ => "Lorenzo",
+            };
             format!("bounded, error <= {tolerance} ({by} prediction, zstd level {level})")
         }
         _ => "none".into(),

@@ -15,8 +15,12 @@
 
 use super::{kept, quantize_one, zstd, Float, Quantized};
 
-/// First header byte of an interpolation stream.
+/// First header byte of an interpolation stream on the grid of multiples
+/// (format 1.6).
 pub(super) const METHOD: u8 = 2;
+/// First header byte of one whose grid also holds the last sample of each
+/// axis (anchored, format 1.7).
+pub(super) const METHOD_ANCHORED: u8 = 3;
 /// Bytes before the zstd frame.
 pub(super) const HEADER_LEN: usize = 36;
 /// Header flag: cubic (else linear) interpolation.
@@ -33,7 +37,8 @@ const SAMPLE: usize = 16384;
 /// The side of that sample in a 3-D view.
 const SIDE_3D: usize = 24;
 
-/// Which neighbours along the pass's axis a prediction has (SPEC.md 6.6.2).
+/// Which neighbours along the pass's axis a prediction has (SPEC.md 6.6.2,
+/// 6.6.3).
 #[derive(Clone, Copy)]
 enum Case {
     /// Only the one before: copied.
@@ -46,14 +51,32 @@ enum Case {
     NearStart,
     /// Two before, one after.
     NearEnd,
+    /// Method 3: the one before, and the last sample of the axis `dr` after
+    /// (closer than the spacing): linear interpolation between them, `w`
+    /// being the weight of the last sample.
+    Toward { dr: usize, w: f64 },
+    /// Method 3: two before and the last sample `dr` after: the quadratic
+    /// through them, with weights `l` (3s before, s before, the last).
+    Quadratic { dr: usize, l: [f64; 3] },
 }
 
 /// The case of a prediction at coordinate `pos`, an odd multiple of `s`,
-/// along an axis of extent `nd`.
+/// along an axis of extent `nd`; `anchored` for method 3, whose grid holds
+/// the axis's last sample.
 #[inline(always)]
-fn case_of(pos: usize, s: usize, nd: usize, cubic: bool) -> Case {
+fn case_of(pos: usize, s: usize, nd: usize, cubic: bool, anchored: bool) -> Case {
     if pos + s >= nd {
-        return Case::Before;
+        if !anchored {
+            return Case::Before;
+        }
+        // Method 3 visits no element at nd - 1 here, so 0 < dr < s.
+        let dr = nd - 1 - pos;
+        let (s, d) = (s as f64, dr as f64);
+        if cubic && pos >= 3 * s as usize {
+            let l = [-d / (2.0 * (3.0 * s + d)), 3.0 * d / (2.0 * (s + d)), 3.0 * s * s / ((d + 3.0 * s) * (d + s))];
+            return Case::Quadratic { dr, l };
+        }
+        return Case::Toward { dr, w: s / (s + d) };
     }
     if !cubic {
         return Case::Linear;
@@ -67,58 +90,111 @@ fn case_of(pos: usize, s: usize, nd: usize, cubic: bool) -> Case {
 }
 
 /// The prediction of element `i` from the values `h` and `3h` elements
-/// before and after it (SPEC.md 6.6.2, its operations in its order).
+/// before and after it along an axis of stride `unit` (SPEC.md 6.6.2 and
+/// 6.6.3, their operations in their order).
 #[inline(always)]
-fn predict(r: &[f64], i: usize, h: usize, case: Case) -> f64 {
+fn predict(r: &[f64], i: usize, h: usize, unit: usize, case: Case) -> f64 {
     match case {
         Case::Before => r[i - h],
         Case::Linear => (r[i - h] + r[i + h]) * 0.5,
         Case::Cubic => (9.0 * (r[i - h] + r[i + h]) - (r[i - 3 * h] + r[i + 3 * h])) * 0.0625,
         Case::NearStart => (3.0 * r[i - h] + 6.0 * r[i + h] - r[i + 3 * h]) * 0.125,
         Case::NearEnd => (6.0 * r[i - h] + 3.0 * r[i + h] - r[i - 3 * h]) * 0.125,
+        Case::Toward { dr, w } => r[i - h] + (r[i + dr * unit] - r[i - h]) * w,
+        Case::Quadratic { dr, l } => l[0] * r[i - 3 * h] + l[1] * r[i - h] + l[2] * r[i + dr * unit],
     }
 }
 
+/// The coordinates along an axis of extent `nd` on the grid of spacing `g`:
+/// its multiples, and for method 3 (`anchored`) also the last.
+fn grid(nd: usize, g: usize, anchored: bool) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..nd).step_by(g).collect();
+    if anchored && (nd - 1) % g != 0 {
+        v.push(nd - 1);
+    }
+    v
+}
+
 /// Visits every element of the 3-D view `n` (C order) in the order of
-/// SPEC.md 6.6.2: element 0 with prediction 0, then for each level, coarse
-/// to fine, one pass per axis in `order`. `element(p, i)` gets element i with
-/// its prediction and returns its reconstructed value, which later
+/// SPEC.md 6.6.2 (method 2) or 6.6.3 (method 3, `anchored`): element 0 with
+/// prediction 0, for method 3 the other corners, then for each level, coarse
+/// to fine, one pass per axis in `order`. `element(p, i)` gets element i
+/// with its prediction and returns its reconstructed value, which later
 /// predictions read from `r` (as [`kept`]; `r` holds one value per element).
 #[inline(always)]
-fn walk(n: [usize; 3], order: [usize; 3], cubic: bool, r: &mut [f64], mut element: impl FnMut(f64, usize) -> f64) {
+fn walk(n: [usize; 3], order: [usize; 3], cubic: bool, anchored: bool, r: &mut [f64], mut element: impl FnMut(f64, usize) -> f64) {
     if n.contains(&0) {
         return;
     }
     let stride = [n[1] * n[2], n[2], 1];
     r[0] = kept(element(0.0, 0));
-    let widest = n[0].max(n[1]).max(n[2]);
+    if anchored {
+        // The corners: along each axis in turn, the last sample copies the first.
+        for (k, &d) in order.iter().enumerate() {
+            if n[d] < 2 {
+                continue;
+            }
+            let along = |e: usize| {
+                if e == d {
+                    vec![n[d] - 1]
+                } else if order[..k].contains(&e) {
+                    grid(n[e], usize::MAX, true)
+                } else {
+                    vec![0]
+                }
+            };
+            let h = (n[d] - 1) * stride[d];
+            for a in along(0) {
+                for b in along(1) {
+                    for c in along(2) {
+                        let i = a * stride[0] + b * stride[1] + c;
+                        r[i] = kept(element(r[i - h], i));
+                    }
+                }
+            }
+        }
+    }
+    // Method 3's grid spans the last sample, nd - 1, from the start.
+    let widest = n[0].max(n[1]).max(n[2]) - usize::from(anchored);
     let levels = if widest <= 1 { 0 } else { usize::BITS - (widest - 1).leading_zeros() };
     for level in (1..=levels).rev() {
         let s = 1usize << (level - 1);
         for (k, &d) in order.iter().enumerate() {
-            if s >= n[d] {
+            let nd = n[d];
+            // The new coordinates along d (method 3 holds nd - 1 already).
+            let news: Vec<usize> = (s..nd - usize::from(anchored)).step_by(2 * s).collect();
+            if news.is_empty() {
                 continue;
             }
-            let mut start = [0usize; 3];
-            let mut step = [2 * s; 3];
-            for &e in &order[..k] {
-                step[e] = s;
-            }
-            start[d] = s;
-            let (h, nd) = (s * stride[d], n[d]);
-            for a in (start[0]..n[0]).step_by(step[0]) {
-                for b in (start[1]..n[1]).step_by(step[1]) {
-                    let row = a * stride[0] + b * stride[1];
-                    if d == 2 {
-                        for c in (start[2]..n[2]).step_by(step[2]) {
-                            let p = predict(r, row + c, h, case_of(c, s, nd, cubic));
+            let along = |e: usize| if order[..k].contains(&e) { grid(n[e], s, anchored) } else { grid(n[e], 2 * s, anchored) };
+            let (h, unit) = (s * stride[d], stride[d]);
+            let (first, second) = if d == 0 {
+                (news.clone(), along(1))
+            } else if d == 1 {
+                (along(0), news.clone())
+            } else {
+                (along(0), along(1))
+            };
+            if d == 2 {
+                let cases: Vec<Case> = news.iter().map(|&c| case_of(c, s, nd, cubic, anchored)).collect();
+                for &a in &first {
+                    for &b in &second {
+                        let row = a * stride[0] + b * stride[1];
+                        for (&c, &case) in news.iter().zip(&cases) {
+                            let p = predict(r, row + c, h, unit, case);
                             r[row + c] = kept(element(p, row + c));
                         }
-                    } else {
+                    }
+                }
+            } else {
+                let inner = along(2);
+                for &a in &first {
+                    for &b in &second {
+                        let row = a * stride[0] + b * stride[1];
                         // The same neighbours for the whole row.
-                        let case = case_of(if d == 0 { a } else { b }, s, nd, cubic);
-                        for c in (0..n[2]).step_by(step[2]) {
-                            let p = predict(r, row + c, h, case);
+                        let case = case_of(if d == 0 { a } else { b }, s, nd, cubic, anchored);
+                        for &c in &inner {
+                            let p = predict(r, row + c, h, unit, case);
                             r[row + c] = kept(element(p, row + c));
                         }
                     }
@@ -129,14 +205,14 @@ fn walk(n: [usize; 3], order: [usize; 3], cubic: bool, r: &mut [f64], mut elemen
 }
 
 /// Codes and outliers of a chunk under one order and kind, in visit order.
-fn quantize<T: Float>(data: &[u8], n: [usize; 3], order: [usize; 3], cubic: bool, tol: f64, exact: &[u64]) -> Quantized {
+fn quantize<T: Float>(data: &[u8], n: [usize; 3], order: [usize; 3], cubic: bool, anchored: bool, tol: f64, exact: &[u64]) -> Quantized {
     let step = 2.0 * tol;
     let inverse = 1.0 / step;
     let elems = data.len() / T::SIZE;
     let mut codes = Vec::with_capacity(elems);
     let mut outliers = Vec::new();
     let mut r = vec![0.0; elems];
-    walk(n, order, cubic, &mut r, |p, i| {
+    walk(n, order, cubic, anchored, &mut r, |p, i| {
         let x = T::get(&data[i * T::SIZE..(i + 1) * T::SIZE]);
         match quantize_one(x, p, step, inverse, tol, exact) {
             Some((code, y)) => {
@@ -185,11 +261,11 @@ fn corner<T: Float>(data: &[u8], n: [usize; 3], side: usize) -> (Vec<u8>, [usize
 /// The order and kind whose codes cost least on a corner of the chunk of
 /// about [`SAMPLE`] elements (a smaller corner misjudges the finest levels,
 /// which hold most of the codes).
-fn choose<T: Float>(data: &[u8], n: [usize; 3], tol: f64, exact: &[u64]) -> (u8, bool) {
+fn choose<T: Float>(data: &[u8], n: [usize; 3], anchored: bool, tol: f64, exact: &[u64]) -> (u8, bool) {
     let live = n.iter().filter(|&&e| e > 1).count();
     let side = [1, SAMPLE, 128, SIDE_3D][live];
     let (sample, m) = corner::<T>(data, n, side);
-    let cost = |k: u8, cubic: bool| quantize::<T>(&sample, m, ORDERS[usize::from(k)], cubic, tol, exact).cost();
+    let cost = |k: u8, cubic: bool| quantize::<T>(&sample, m, ORDERS[usize::from(k)], cubic, anchored, tol, exact).cost();
     // The best order by linear interpolation, then the better kind along
     // it: the order matters for both kinds alike.
     let mut best = (f64::INFINITY, 0u8);
@@ -222,14 +298,24 @@ fn push_run(mut ones: usize, out: &mut Vec<u8>) {
 /// Encodes a chunk of view `n` (SPEC.md 6.6.2). None when the stream would
 /// not be shorter than the chunk; the caller checks the bound on the
 /// decoded bytes.
-pub(super) fn encode<T: Float>(data: &[u8], n: [usize; 3], tol: f64, exact: &[u64], level: u8) -> Option<Vec<u8>> {
-    let (k, cubic) = choose::<T>(data, n, tol, exact);
-    encode_with::<T>(data, n, tol, exact, level, k, cubic)
+pub(super) fn encode<T: Float>(data: &[u8], n: [usize; 3], anchored: bool, tol: f64, exact: &[u64], level: u8) -> Option<Vec<u8>> {
+    let (k, cubic) = choose::<T>(data, n, anchored, tol, exact);
+    encode_with::<T>(data, n, anchored, tol, exact, level, k, cubic)
 }
 
 /// [`encode`] with axis order `k` (an index into [`ORDERS`]) and kind `cubic`.
-fn encode_with<T: Float>(data: &[u8], n: [usize; 3], tol: f64, exact: &[u64], level: u8, k: u8, cubic: bool) -> Option<Vec<u8>> {
-    let Quantized { codes, outliers, .. } = quantize::<T>(data, n, ORDERS[usize::from(k)], cubic, tol, exact);
+#[allow(clippy::too_many_arguments)]
+fn encode_with<T: Float>(
+    data: &[u8],
+    n: [usize; 3],
+    anchored: bool,
+    tol: f64,
+    exact: &[u64],
+    level: u8,
+    k: u8,
+    cubic: bool,
+) -> Option<Vec<u8>> {
+    let Quantized { codes, outliers, .. } = quantize::<T>(data, n, ORDERS[usize::from(k)], cubic, anchored, tol, exact);
     let elems = codes.len();
     let width_of = |max: u32| {
         if max < 1 << 8 {
@@ -279,7 +365,7 @@ fn encode_with<T: Float>(data: &[u8], n: [usize; 3], tol: f64, exact: &[u64], le
             continue;
         };
         let mut out = Vec::with_capacity(HEADER_LEN + frame.len());
-        out.extend_from_slice(&[METHOD, width as u8, flags | if cubic { CUBIC } else { 0 }, k]);
+        out.extend_from_slice(&[if anchored { METHOD_ANCHORED } else { METHOD }, width as u8, flags | if cubic { CUBIC } else { 0 }, k]);
         out.extend_from_slice(&tol.to_le_bytes());
         out.extend_from_slice(&u32::try_from(outliers.len() / T::SIZE).ok()?.to_le_bytes());
         for e in n {
@@ -360,7 +446,7 @@ pub(super) fn decode<T: Float>(stored: &[u8], out: &mut [u8]) -> Result<(), Stri
     let step = 2.0 * h.tol;
     let mut r = vec![0.0; elems];
     let mut j = 0;
-    walk(h.n, order, flags & CUBIC != 0, &mut r, |p, i| {
+    walk(h.n, order, flags & CUBIC != 0, stored[0] == METHOD_ANCHORED, &mut r, |p, i| {
         let c = codes[j];
         j += 1;
         let at = &mut out[i * T::SIZE..(i + 1) * T::SIZE];
@@ -430,10 +516,37 @@ mod tests {
         assert_eq!(codes.len(), e);
         // The visit order.
         let order = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]][o];
-        // Each element, with the axis and spacing of its pass (none for the first).
+        // Each element, with the axis and spacing of its pass (none for the
+        // first; the extent less one for method 3's corners).
+        let anchored = stored[0] == 3;
         type Visit = ([usize; 3], Option<(usize, usize)>);
         let mut visits: Vec<Visit> = vec![([0, 0, 0], None)];
-        let big = *n.iter().max().unwrap();
+        let on_grid = |ax: usize, x: usize, g: usize| x % g == 0 || (anchored && x == n[ax] - 1);
+        if anchored {
+            for (pass, &d) in order.iter().enumerate() {
+                for a in 0..n[0] {
+                    for b in 0..n[1] {
+                        for c in 0..n[2] {
+                            let x = [a, b, c];
+                            let fits = n[d] > 1
+                                && (0..3).all(|ax| {
+                                    if ax == d {
+                                        x[ax] == n[ax] - 1
+                                    } else if order[..pass].contains(&ax) {
+                                        x[ax] == 0 || x[ax] == n[ax] - 1
+                                    } else {
+                                        x[ax] == 0
+                                    }
+                                });
+                            if fits {
+                                visits.push((x, Some((d, n[d] - 1))));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let big = *n.iter().max().unwrap() - usize::from(anchored);
         let mut levels = 0;
         while (1usize << levels) < big {
             levels += 1;
@@ -447,11 +560,11 @@ mod tests {
                             let x = [a, b, c];
                             let fits = (0..3).all(|ax| {
                                 if ax == d {
-                                    x[ax] % (2 * s) == s
+                                    x[ax] % (2 * s) == s && !(anchored && x[ax] == n[ax] - 1)
                                 } else if order[..pass].contains(&ax) {
-                                    x[ax] % s == 0
+                                    on_grid(ax, x[ax], s)
                                 } else {
-                                    x[ax] % (2 * s) == 0
+                                    on_grid(ax, x[ax], 2 * s)
                                 }
                             });
                             if fits {
@@ -481,7 +594,30 @@ mod tests {
                         }
                     };
                     let (pos, nd) = (x[d], n[d]);
-                    if pos + s >= nd {
+                    // The last sample along d, for method 3.
+                    let last = || {
+                        let mut y = x;
+                        y[d] = nd - 1;
+                        let r = out[at(y)];
+                        if r.is_finite() {
+                            r
+                        } else {
+                            0.0
+                        }
+                    };
+                    if anchored && s == nd - 1 && pos == s {
+                        v(-1)
+                    } else if anchored && pos + s >= nd {
+                        let (sf, dr) = (s as f64, (nd - 1 - pos) as f64);
+                        if flags & 1 != 0 && pos >= 3 * s {
+                            let l0 = -dr / (2.0 * (3.0 * sf + dr));
+                            let l1 = 3.0 * dr / (2.0 * (sf + dr));
+                            let l2 = 3.0 * sf * sf / ((dr + 3.0 * sf) * (dr + sf));
+                            l0 * v(-3) + l1 * v(-1) + l2 * last()
+                        } else {
+                            v(-1) + (last() - v(-1)) * (sf / (sf + dr))
+                        }
+                    } else if pos + s >= nd {
                         v(-1)
                     } else if flags & 1 == 0 || (pos < 3 * s && pos + 3 * s >= nd) {
                         (v(-1) + v(1)) * 0.5
@@ -519,26 +655,30 @@ mod tests {
     #[test]
     fn a_decoder_from_the_spec_agrees() {
         let v = noisy_wave(6 * 7 * 50, 5);
-        for shape in [[6usize, 7, 50], [1, 42, 50], [1, 1, 2100], [2100, 1, 1], [5, 20, 21]] {
+        for (shape, anchored) in [[6usize, 7, 50], [1, 42, 50], [1, 1, 2100], [2100, 1, 1], [5, 20, 21], [2, 3, 350], [9, 17, 13]]
+            .into_iter()
+            .flat_map(|s| [(s, false), (s, true)])
+        {
             for tol in [5.0, 0.5, 1e-3] {
                 for k in 0..6u8 {
                     for cubic in [false, true] {
-                        let data = bytes64(&v);
-                        let stored = encode_with::<f64>(&data, shape, tol, &[], 3, k, cubic).unwrap();
+                        let data = bytes64(&v[..shape.iter().product()]);
+                        let stored = encode_with::<f64>(&data, shape, anchored, tol, &[], 3, k, cubic).unwrap();
+                        assert_eq!(stored[0], if anchored { METHOD_ANCHORED } else { METHOD });
                         let mut back = vec![0u8; data.len()];
                         decode::<f64>(&stored, &mut back).unwrap();
                         let ours: Vec<u64> = back.chunks_exact(8).map(|b| f64::from_ne_bytes(b.try_into().unwrap()).to_bits()).collect();
                         let theirs: Vec<u64> = spec_decode(&stored, 8).iter().map(|x| x.to_bits()).collect();
-                        assert_eq!(ours, theirs, "{shape:?}, tolerance {tol}, order {k}, cubic {cubic}");
-                        let v32: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+                        assert_eq!(ours, theirs, "{shape:?}, anchored {anchored}, tolerance {tol}, order {k}, cubic {cubic}");
+                        let v32: Vec<f32> = v[..shape.iter().product()].iter().map(|&x| x as f32).collect();
                         let data = bytes32(&v32);
-                        let stored = encode_with::<f32>(&data, shape, tol, &[], 3, k, cubic).unwrap();
+                        let stored = encode_with::<f32>(&data, shape, anchored, tol, &[], 3, k, cubic).unwrap();
                         let mut back = vec![0u8; data.len()];
                         decode::<f32>(&stored, &mut back).unwrap();
                         let ours: Vec<u64> =
                             back.chunks_exact(4).map(|b| f64::from(f32::from_ne_bytes(b.try_into().unwrap())).to_bits()).collect();
                         let theirs: Vec<u64> = spec_decode(&stored, 4).iter().map(|x| x.to_bits()).collect();
-                        assert_eq!(ours, theirs, "float32 {shape:?}, tolerance {tol}, order {k}, cubic {cubic}");
+                        assert_eq!(ours, theirs, "float32 {shape:?}, anchored {anchored}, tolerance {tol}, order {k}, cubic {cubic}");
                     }
                 }
             }
@@ -557,9 +697,9 @@ mod tests {
                 (a * 0.15).sin() * (b * 0.1).cos() + (c * 0.2).sin()
             })
             .collect();
-        let loose = encode::<f32>(&bytes32(&smooth), n, 1e-2, &[], 3).unwrap();
+        let loose = encode::<f32>(&bytes32(&smooth), n, true, 1e-2, &[], 3).unwrap();
         assert_eq!(loose[2] & RUNS, RUNS, "runs at a loose tolerance");
-        let tight = encode::<f32>(&bytes32(&smooth), n, 1e-6, &[], 3).unwrap();
+        let tight = encode::<f32>(&bytes32(&smooth), n, true, 1e-6, &[], 3).unwrap();
         assert_eq!(tight[2] & RUNS, 0, "planes at a tight tolerance");
         assert_eq!(tight[2] & CUBIC, CUBIC, "cubic on smooth data at a tight tolerance");
         // Smooth along axes 0 and 1, rough along axis 2: axis 2 goes first,
@@ -567,7 +707,7 @@ mod tests {
         let mut rng = Rng(17);
         let trace: Vec<f32> = (0..32).map(|_| rng.unit() as f32 * 100.0).collect();
         let rough: Vec<f32> = (0..32 * 32 * 32).map(|i| ((i / 1024) as f32 * 0.1).sin() * 10.0 + trace[i % 32]).collect();
-        let stored = encode::<f32>(&bytes32(&rough), n, 0.5, &[], 3).unwrap();
+        let stored = encode::<f32>(&bytes32(&rough), n, true, 0.5, &[], 3).unwrap();
         assert_eq!(ORDERS[usize::from(stored[3])][0], 2, "order {:?}", ORDERS[usize::from(stored[3])]);
         // Orders that differ only in axes of extent 1 are tried once.
         assert_eq!(distinct_orders([1, 1, 9]), vec![0]);
@@ -575,12 +715,40 @@ mod tests {
         assert_eq!(distinct_orders([3, 4, 9]).len(), 6);
     }
 
+    /// On a smooth volume in a chunk of 64^3 (extents a power of two, so
+    /// that method 2 copies the neighbour before into the last sample of
+    /// each axis at every level), anchoring the last samples stores the
+    /// chunk several times smaller, and both decode within the bound.
+    #[test]
+    fn anchoring_the_last_samples_shrinks_a_smooth_chunk() {
+        let n = [64usize, 64, 64];
+        let v: Vec<f32> = (0..64 * 64 * 64)
+            .map(|i| {
+                let (x, y, z) = ((i / 4096) as f32 / 512.0, (i / 64 % 64) as f32 / 512.0, (i % 64) as f32 / 512.0);
+                (6.0 * x + 2.0 * y).sin() * (9.0 * z + 3.0 * x * y).cos() + 0.25 * (17.0 * z).sin()
+            })
+            .collect();
+        let data = bytes32(&v);
+        for tol in [0.0225, 0.00225] {
+            let open = encode::<f32>(&data, n, false, tol, &[], 3).unwrap();
+            let anchored = encode::<f32>(&data, n, true, tol, &[], 3).unwrap();
+            assert!(anchored.len() * 3 < open.len(), "tolerance {tol}: {} bytes anchored, {} not", anchored.len(), open.len());
+            for stored in [&open, &anchored] {
+                let mut back = vec![0u8; data.len()];
+                decode::<f32>(stored, &mut back).unwrap();
+                let worst =
+                    back.chunks_exact(4).zip(&v).map(|(b, &x)| (f64::from(f32::from_ne_bytes(b.try_into().unwrap())) - f64::from(x)).abs());
+                assert!(worst.fold(0.0, f64::max) <= tol);
+            }
+        }
+    }
+
     #[test]
     fn hostile_streams_are_refused() {
         let v: Vec<f32> = (0..4000).map(|i| (i as f32 * 0.1).sin()).collect();
         let data = bytes32(&v);
-        for tol in [0.5, 1e-4] {
-            let stored = encode::<f32>(&data, [10, 20, 20], tol, &[], 3).expect("encoded");
+        for (tol, anchored) in [(0.5, false), (1e-4, false), (0.5, true), (1e-4, true)] {
+            let stored = encode::<f32>(&data, [10, 20, 20], anchored, tol, &[], 3).expect("encoded");
             let mut out = vec![0u8; data.len()];
             decode::<f32>(&stored, &mut out).unwrap();
             assert!(decode::<f32>(&stored[..HEADER_LEN - 1], &mut out).is_err());
