@@ -268,23 +268,24 @@ fn choose<T: Float>(data: &[u8], n: [usize; 3], anchored: bool, tol: f64, exact:
     let quantized = |k: u8, cubic: bool| quantize::<T>(&sample, m, ORDERS[usize::from(k)], cubic, anchored, tol, exact);
     // The best order by linear interpolation, then the better kind along
     // it: the order matters for both kinds alike.
-    let mut best = (f64::INFINITY, 0u8, false);
+    let mut best: Option<(f64, u8, Quantized)> = None;
     for k in distinct_orders(m) {
         let q = quantized(k, false);
         let c = q.cost();
-        if c < best.0 {
-            best = (c, k, q.codes.iter().filter(|&&c| c == 1).count() * 2 >= q.codes.len());
+        if best.as_ref().is_none_or(|b| c < b.0) {
+            best = Some((c, k, q));
         }
     }
-    let (linear, k, mostly_ones) = best;
-    if !mostly_ones {
-        return (k, quantized(k, true).cost() < linear);
+    let Some((linear, k, lq)) = best else { return (0, false) };
+    let cq = quantized(k, true);
+    if lq.codes.iter().filter(|&&c| c == 1).count() * 2 < lq.codes.len() {
+        return (k, cq.cost() < linear);
     }
     // Mostly zero steps: the stream holds runs, whose cost the entropy of
     // the codes misjudges (by 5-8% of a seismic chunk at a loose
     // tolerance), so the kind is chosen by the corner's stream length.
-    let length = |cubic| encode_with::<T>(&sample, m, anchored, tol, exact, 1, k, cubic).map_or(usize::MAX, |s| s.len());
-    (k, length(true) < length(false))
+    let length = |q: &Quantized, cubic| frame::<T>(q, anchored, tol, 1, k, cubic).map_or(usize::MAX, |s| s.len());
+    (k, length(&cq, true) < length(&lq, false))
 }
 
 /// The codes as planes of `width` bytes each: byte b of every code, then
@@ -324,7 +325,15 @@ fn encode_with<T: Float>(
     k: u8,
     cubic: bool,
 ) -> Option<Vec<u8>> {
-    let Quantized { codes, outliers, .. } = quantize::<T>(data, n, ORDERS[usize::from(k)], cubic, anchored, tol, exact);
+    let q = quantize::<T>(data, n, ORDERS[usize::from(k)], cubic, anchored, tol, exact);
+    frame::<T>(&q, anchored, tol, level, k, cubic)
+}
+
+/// The stream of codes and outliers `q`, made under order `k` and kind
+/// `cubic`: the shorter of planes and runs, zstd at `level`. None when it
+/// would not be shorter than the chunk.
+fn frame<T: Float>(q: &Quantized, anchored: bool, tol: f64, level: u8, k: u8, cubic: bool) -> Option<Vec<u8>> {
+    let Quantized { n, codes, outliers } = q;
     let elems = codes.len();
     let width_of = |max: u32| {
         if max < 1 << 8 {
@@ -344,7 +353,7 @@ fn encode_with<T: Float>(
         let width = width_of(codes.iter().copied().max().unwrap_or(0));
         let mut payload = Vec::with_capacity(elems * width + outliers.len());
         planes(codes.iter().copied(), width, &mut payload);
-        payload.extend_from_slice(&outliers);
+        payload.extend_from_slice(outliers);
         candidates.push((0, width, elems, payload));
     }
     if ones * 2 >= elems {
@@ -352,7 +361,7 @@ fn encode_with<T: Float>(
         let width = width_of(others.clone().max().unwrap_or(0));
         let mut runs = Vec::new();
         let mut run = 0;
-        for &c in &codes {
+        for &c in codes {
             if c == 1 {
                 run += 1;
             } else {
@@ -363,7 +372,7 @@ fn encode_with<T: Float>(
         push_run(run, &mut runs);
         let mut payload = runs;
         planes(others.collect::<Vec<u32>>().into_iter(), width, &mut payload);
-        payload.extend_from_slice(&outliers);
+        payload.extend_from_slice(outliers);
         candidates.push((RUNS, width, elems - ones, payload));
     }
     let mut best: Option<Vec<u8>> = None;
@@ -377,7 +386,7 @@ fn encode_with<T: Float>(
         out.extend_from_slice(&[if anchored { METHOD_ANCHORED } else { METHOD }, width as u8, flags | if cubic { CUBIC } else { 0 }, k]);
         out.extend_from_slice(&tol.to_le_bytes());
         out.extend_from_slice(&u32::try_from(outliers.len() / T::SIZE).ok()?.to_le_bytes());
-        for e in n {
+        for &e in n {
             out.extend_from_slice(&u32::try_from(e).ok()?.to_le_bytes());
         }
         out.extend_from_slice(&u32::try_from(count).ok()?.to_le_bytes());
@@ -387,7 +396,7 @@ fn encode_with<T: Float>(
             best = Some(out);
         }
     }
-    best.filter(|out| out.len() < data.len())
+    best.filter(|out| out.len() < elems * T::SIZE)
 }
 
 /// Decodes an interpolation stream into `out` (native-order elements of
