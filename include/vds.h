@@ -416,7 +416,7 @@ enum vds_compression
   VDS_COMPRESSION_ZSTD = 2,
   /**
    * Lossy with a guaranteed bound (format 1.5; values predicted by
-   * anchored interpolation, format 1.7), float32 and float64
+   * graded anchored interpolation, format 1.8), float32 and float64
    * only: every value read back is within the tolerance of the value
    * written; NaNs, infinities, the fill value and the no-value marker
    * come back bit for bit. Set with `vds_builder_set_bounded_codec`

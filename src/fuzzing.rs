@@ -164,9 +164,12 @@ pub fn bounded(data: &[u8]) {
     }
     stream.extend_from_slice(rest);
     let _ = codec::decode(dtype, codec::CODEC_BOUNDED, &stream, &mut out);
-    // And behind an interpolation header (6.6.2, or 6.6.3 anchored): flags,
-    // order, plane codes and run bytes from the input.
-    let mut stream = vec![2 + (sel & 1), [1, 2, 4][usize::from(sel >> 2) % 3], (sel >> 4) & 3, (sel >> 6) % 6];
+    // And behind an interpolation header (6.6.2, 6.6.3 anchored or 6.6.4
+    // graded): flags (with method 4's grade), order, plane codes and run
+    // bytes from the input.
+    let method = 2 + (sel & 3) % 3;
+    let flags = (sel >> 4) & if method == 4 { 0x1f } else { 3 };
+    let mut stream = vec![method, [1, 2, 4][usize::from(sel >> 2) % 3], flags, (sel >> 6) % 6];
     stream.extend_from_slice(&1.0f64.to_le_bytes());
     stream.extend_from_slice(&u32::from(sel >> 4).min(elems as u32).to_le_bytes());
     for e in shape {
@@ -205,8 +208,9 @@ pub fn bounded(data: &[u8]) {
         }
     };
     let exact = [bits(&chunk, 0)];
-    // Every predictor: anchored (6.6.3), interpolation (6.6.2), Lorenzo (6.6.1).
-    for predictor in [Predictor::Anchored, Predictor::Interpolation, Predictor::Lorenzo] {
+    // Every predictor: graded (6.6.4), anchored (6.6.3), interpolation
+    // (6.6.2), Lorenzo (6.6.1).
+    for predictor in [Predictor::Graded, Predictor::Anchored, Predictor::Interpolation, Predictor::Lorenzo] {
         let codec = Codec::bounded_with(tol, predictor);
         let (cb, stored) = codec::encode_shaped(dtype, codec, &chunk, &dims, &exact);
         let mut back = vec![0u8; chunk.len()];

@@ -29,7 +29,7 @@ pub const MAGIC: &[u8] = b"VDS ";
 /// The major version this library writes and reads. A file with another major version is refused.
 pub const FORMAT_MAJOR: u16 = 1;
 /// The minor version this library writes. Files of any minor version of major 1 are read.
-pub const FORMAT_MINOR: u16 = 7;
+pub const FORMAT_MINOR: u16 = 8;
 /// The most axes a dataset may have (the chunk key holds this many coordinates).
 pub const MAX_DIMS: usize = 8;
 /// The largest uncompressed chunk, in bytes (256 MiB).
@@ -134,9 +134,9 @@ mod tests {
     #[test]
     fn version_line_round_trip() {
         let line = version_line();
-        assert_eq!(line, "VDS 1.7\n");
+        assert_eq!(line, "VDS 1.8\n");
         assert_eq!(parse_version_line(line.trim_end().as_bytes()).unwrap(), (1, FORMAT_MINOR));
-        assert_eq!(parse_version_line(b"VDS 1.7").unwrap(), (1, 7));
+        assert_eq!(parse_version_line(b"VDS 1.8").unwrap(), (1, 8));
         assert_eq!(parse_version_line(b"VDS 2.0").unwrap_err().kind(), ErrorKind::UnsupportedVersion);
         assert_eq!(parse_version_line(b"HDF 1.0").unwrap_err().kind(), ErrorKind::Corrupt);
         assert_eq!(parse_version_line(b"VDS 1.").unwrap_err().kind(), ErrorKind::Corrupt);

@@ -568,6 +568,17 @@ fn check_1_7_bounded(name: &str) {
     check_bounded(&std::path::Path::new(DIR_1_7).join(name), [1, 7], "format 1.7 golden file", vds::Predictor::Anchored);
 }
 
+/// Format 1.8: the same by graded anchored interpolation (SPEC.md 6.6.4).
+#[cfg(feature = "zstd")]
+fn generate_1_8_bounded(name: &str) {
+    write_bounded(&std::path::Path::new(DIR_1_8).join(name), vds::Predictor::Graded, "format 1.8 golden file");
+}
+
+#[cfg(feature = "zstd")]
+fn check_1_8_bounded(name: &str) {
+    check_bounded(&std::path::Path::new(DIR_1_8).join(name), [1, 8], "format 1.8 golden file", vds::Predictor::Graded);
+}
+
 #[cfg(feature = "zstd")]
 fn write_bounded(path: &std::path::Path, predictor: vds::Predictor, created_by: &str) {
     let codec = |tolerance| Codec::bounded_with(tolerance, predictor);
@@ -649,6 +660,15 @@ fn format_1_7_bounded_files_stay_readable() {
     golden(DIR_1_7, "bounded-anchored.vds", generate_1_7_bounded, check_1_7_bounded);
 }
 
+#[cfg(feature = "zstd")]
+const DIR_1_8: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v1.8");
+
+#[test]
+#[cfg(feature = "zstd")]
+fn format_1_8_bounded_files_stay_readable() {
+    golden(DIR_1_8, "bounded-graded.vds", generate_1_8_bounded, check_1_8_bounded);
+}
+
 /// A build without zstd reports the bounded golden file as using an
 /// unsupported feature.
 #[test]
@@ -656,7 +676,7 @@ fn format_1_7_bounded_files_stay_readable() {
 fn format_1_5_bounded_files_are_an_unsupported_feature_without_zstd() {
     let e = Dataset::open(std::path::Path::new(DIR_1_5).join("bounded.vds")).unwrap_err();
     assert_eq!(e.kind(), vds::ErrorKind::UnsupportedFeature, "{e}");
-    for path in ["v1.6/bounded-interpolation.vds", "v1.7/bounded-anchored.vds"] {
+    for path in ["v1.6/bounded-interpolation.vds", "v1.7/bounded-anchored.vds", "v1.8/bounded-graded.vds"] {
         let e = Dataset::open(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data")).join(path)).unwrap_err();
         assert_eq!(e.kind(), vds::ErrorKind::UnsupportedFeature, "{e}");
     }

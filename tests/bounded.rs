@@ -72,6 +72,12 @@ fn values_stay_within_the_bound_by_the_interpolation_of_format_1_6() {
     within_the_bound_through_writes("bounded-interp", Codec::bounded_with(0.02, Predictor::Interpolation), None);
 }
 
+/// The same with the anchored interpolation of format 1.7.
+#[test]
+fn values_stay_within_the_bound_by_the_anchored_interpolation_of_format_1_7() {
+    within_the_bound_through_writes("bounded-anchored", Codec::bounded_with(0.02, Predictor::Anchored), None);
+}
+
 /// The same with chunks made of blocks (format 1.6): each block a bounded
 /// stream of its own, the edge blocks clipped.
 #[test]
@@ -124,9 +130,12 @@ fn blocks_hold_bounded_streams_with_interpolation_only() {
 /// within the bound, after whole and partial writes, with either predictor.
 #[test]
 fn every_partitioning_stays_within_the_bound() {
-    for (name, predictor) in
-        [("parts-anchored", Predictor::Anchored), ("parts-interp", Predictor::Interpolation), ("parts-lorenzo", Predictor::Lorenzo)]
-    {
+    for (name, predictor) in [
+        ("parts-graded", Predictor::Graded),
+        ("parts-anchored", Predictor::Anchored),
+        ("parts-interp", Predictor::Interpolation),
+        ("parts-lorenzo", Predictor::Lorenzo),
+    ] {
         let codec = Codec::bounded_with(0.5, predictor);
         let dir = Scratch::new(name);
         let shape = [24u64, 20, 40];
@@ -243,14 +252,17 @@ fn within_the_bound_through_writes(name: &str, codec: Codec, blocks: Option<&[u6
     let head = std::fs::read(&path).unwrap();
     let line = String::from_utf8_lossy(&head[..head.iter().skip(8).position(|&c| c == b'\n').unwrap() + 8]).to_string();
     assert!(line.contains(r#""id":"bounded","level":3,"shuffle":false,"tolerance":0.02"#), "{line}");
-    let (interpolation, anchored) = (predictor == Predictor::Interpolation, predictor == Predictor::Anchored);
+    let (interpolation, anchored, graded) =
+        (predictor == Predictor::Interpolation, predictor == Predictor::Anchored, predictor == Predictor::Graded);
     assert_eq!(line.contains(r#""predictor":"interpolation""#), interpolation, "{line}");
     assert_eq!(line.contains("bounded_interpolation"), interpolation, "{line}");
     assert_eq!(line.contains(r#""predictor":"anchored""#), anchored, "{line}");
     assert_eq!(line.contains("bounded_anchored"), anchored, "{line}");
+    assert_eq!(line.contains(r#""predictor":"graded""#), graded, "{line}");
+    assert_eq!(line.contains("bounded_graded"), graded, "{line}");
     assert!(line.contains(r#""bounded_codec""#), "{line}");
     assert_eq!(line.contains(r#""blocks""#), blocks.is_some(), "{line}");
-    assert_eq!(ds.format_version(), [1, 7]);
+    assert_eq!(ds.format_version(), [1, 8]);
 }
 
 #[test]
@@ -315,7 +327,7 @@ fn misuse_is_refused() {
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     // A relative tolerance is resolved to the absolute bound the file keeps.
     let c = Codec::bounded_relative(0.001, -2.0, 3.0);
-    assert_eq!(c.compression, Compression::Bounded { tolerance: 0.001 * 5.0, level: 3, predictor: Predictor::Anchored });
+    assert_eq!(c.compression, Compression::Bounded { tolerance: 0.001 * 5.0, level: 3, predictor: Predictor::Graded });
     let ds = create(DType::Float32, c).unwrap();
     assert_eq!(ds.variables()[0].codec(), c);
 }

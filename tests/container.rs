@@ -138,7 +138,7 @@ fn attributes_survive_commits_and_the_head_shows_them() {
     b.attribute("survey", "Volve").attribute("year", 2008);
     let mut ds = b.create(&path).unwrap();
     let (line1, desc) = head_lines(&path);
-    assert_eq!(line1, "VDS 1.7");
+    assert_eq!(line1, "VDS 1.8");
     assert_eq!(desc["attributes"], json!({"survey": "Volve", "year": 2008}));
     assert_eq!(desc["axes"][2], json!({"name": "z", "unit": "", "samples": 20, "first": 0.0, "last": 19.0}));
     assert_eq!(desc["variables"][0]["fill"], json!("NaN"));

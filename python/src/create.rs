@@ -139,13 +139,14 @@ pub(crate) fn codec(py: Python<'_>, var: &str, c: &CodecSpec) -> PyResult<Codec>
                 return Err(invalid(py, format!("variable {var:?}: codec \"bounded\" needs a tolerance (\"bounded:0.01\")")));
             };
             let predictor = match c.predictor.as_deref() {
-                None | Some("anchored") => vds::Predictor::Anchored,
+                None | Some("graded") => vds::Predictor::Graded,
+                Some("anchored") => vds::Predictor::Anchored,
                 Some("interpolation") => vds::Predictor::Interpolation,
                 Some("lorenzo") => vds::Predictor::Lorenzo,
                 Some(other) => {
                     return Err(invalid(
                         py,
-                        format!("variable {var:?}: predictor {other:?} is not \"anchored\", \"interpolation\" or \"lorenzo\""),
+                        format!("variable {var:?}: predictor {other:?} is not \"graded\", \"anchored\", \"interpolation\" or \"lorenzo\""),
                     ))
                 }
             };

@@ -209,6 +209,7 @@ fn codec_dict<'py>(py: Python<'py>, c: vds::Codec) -> PyResult<Bound<'py, PyDict
     if let Compression::Bounded { tolerance, predictor, .. } = c.compression {
         d.set_item("tolerance", tolerance)?;
         let name = match predictor {
+            vds::Predictor::Graded => "graded",
             vds::Predictor::Anchored => "anchored",
             vds::Predictor::Interpolation => "interpolation",
             _ => "lorenzo",

@@ -387,12 +387,12 @@ def test_read_into_a_callers_array(tmp_path, rng):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("predictor", ["anchored", "interpolation", "lorenzo"])
+@pytest.mark.parametrize("predictor", ["graded", "anchored", "interpolation", "lorenzo"])
 def test_bounded_codec_keeps_every_value_within_the_tolerance(tmp_path, rng, dtype, predictor):
     ref = (np.cumsum(rng.standard_normal((24, 20, 40)), axis=2) * 0.3).astype(dtype)
     ref[0, 0, :5] = [np.nan, np.inf, -np.inf, -999.25, -12345.5]
     tol = 0.01
-    codec = f"bounded:{tol}" if predictor == "anchored" else {"id": "bounded", "tolerance": tol, "predictor": predictor}
+    codec = f"bounded:{tol}" if predictor == "graded" else {"id": "bounded", "tolerance": tol, "predictor": predictor}
     with vds.create(tmp_path / "b.vds", axes=[("i", 24), ("j", 20), ("k", 40)],
                     variables={"v": {"dtype": dtype, "dims": ["i", "j", "k"], "chunks": [8, 10, 40], "codec": codec,
                                      "fill_value": -999.25, "no_value": -12345.5}}) as ds:
@@ -400,11 +400,13 @@ def test_bounded_codec_keeps_every_value_within_the_tolerance(tmp_path, rng, dty
     with vds.open(tmp_path / "b.vds") as ds:
         v = ds["v"]
         assert v.codec == {"id": "bounded", "level": 3, "shuffle": False, "tolerance": tol, "predictor": predictor}
-        # Each predictor lists its own feature only, so that 1.6 readers read
-        # interpolation files and 1.5 readers Lorenzo ones.
+        # Each predictor lists its own feature only, so that 1.7 readers read
+        # anchored files, 1.6 readers interpolation ones and 1.5 readers
+        # Lorenzo ones.
         head = (tmp_path / "b.vds").read_bytes()[:4096].decode("latin-1")
         assert ("bounded_interpolation" in head) == (predictor == "interpolation")
         assert ("bounded_anchored" in head) == (predictor == "anchored")
+        assert ("bounded_graded" in head) == (predictor == "graded")
         back = np.asarray(v)
     exact = ~np.isfinite(ref) | (ref == -999.25) | (ref == -12345.5)
     np.testing.assert_array_equal(back[exact].view(f"u{ref.itemsize}"), ref[exact].view(f"u{ref.itemsize}"))

@@ -262,9 +262,10 @@ def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping
     back within 0.01 of the value written, NaNs, infinities, ``fill_value``
     and ``no_value`` exact; ``{"id": "bounded", "tolerance": t, "level": l}``,
     or ``{"id": "bounded", "relative": f, "range": (min, max)}`` for a
-    tolerance of ``f * (max - min)``; values are predicted by anchored
-    interpolation (format 1.7), or with ``"predictor": "interpolation"`` or
-    ``"lorenzo"`` as format 1.6 or 1.5 readers decode),
+    tolerance of ``f * (max - min)``; values are predicted by graded
+    anchored interpolation (format 1.8), or with ``"predictor":
+    "anchored"``, ``"interpolation"`` or ``"lorenzo"`` as format 1.7, 1.6
+    or 1.5 readers decode),
     ``fill_value``, ``unit``, ``attrs``, ``lods`` (levels of detail,
     with ``lod_axes`` and ``lod_method`` "average" or "nearest"),
     ``partitionings`` (further chunk shapes, such as 2-D tiles), ``no_value``,

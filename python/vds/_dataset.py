@@ -437,7 +437,7 @@ class Variable:
     def codec(self) -> dict[str, Any]:
         """The codec of new chunks: a dict with ``id`` ("none", "deflate", "zstd", "bounded"), ``level`` and ``shuffle``,
         and for "bounded" its ``tolerance`` (every value read back is within it of the value written) and ``predictor``
-        ("anchored", "interpolation" or "lorenzo")."""
+        ("graded", "anchored", "interpolation" or "lorenzo")."""
         return dict(self._info()["codec"])
 
     @property

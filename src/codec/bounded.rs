@@ -250,12 +250,17 @@ pub(crate) fn encode(
     if !(tol > 0.0 && tol <= MAX_TOLERANCE) || shape.iter().product::<usize>() * esize != data.len() || data.is_empty() {
         return None;
     }
-    let anchored = predictor == Predictor::Anchored;
+    let method = match predictor {
+        Predictor::Interpolation => interp::METHOD,
+        Predictor::Anchored => interp::METHOD_ANCHORED,
+        Predictor::Graded => interp::METHOD_GRADED,
+        Predictor::Lorenzo => METHOD_LORENZO,
+    };
     let out = match (esize, predictor) {
         (4, Predictor::Lorenzo) => encode_as::<f32>(data, shape, tol, exact, level)?,
         (8, Predictor::Lorenzo) => encode_as::<f64>(data, shape, tol, exact, level)?,
-        (4, _) => interp::encode::<f32>(data, lorenzo_shape(shape), anchored, tol, exact, level)?,
-        (8, _) => interp::encode::<f64>(data, lorenzo_shape(shape), anchored, tol, exact, level)?,
+        (4, _) => interp::encode::<f32>(data, lorenzo_shape(shape), method, tol, exact, level)?,
+        (8, _) => interp::encode::<f64>(data, lorenzo_shape(shape), method, tol, exact, level)?,
         _ => return None,
     };
     // The guarantee, checked on the bytes as the reader will see them.
@@ -489,8 +494,10 @@ pub(crate) fn decode(esize: usize, stored: &[u8], out: &mut [u8]) -> Result<(), 
     }
     match stored.first() {
         Some(&METHOD_LORENZO) => {}
-        Some(&(interp::METHOD | interp::METHOD_ANCHORED)) if esize == 4 => return interp::decode::<f32>(stored, out),
-        Some(&(interp::METHOD | interp::METHOD_ANCHORED)) => return interp::decode::<f64>(stored, out),
+        Some(&(interp::METHOD | interp::METHOD_ANCHORED | interp::METHOD_GRADED)) if esize == 4 => {
+            return interp::decode::<f32>(stored, out)
+        }
+        Some(&(interp::METHOD | interp::METHOD_ANCHORED | interp::METHOD_GRADED)) => return interp::decode::<f64>(stored, out),
         Some(&m) => return Err(format!("bounded chunk: unknown method {m}")),
         None => return Err("bounded chunk of 0 bytes".into()),
     }
@@ -579,7 +586,7 @@ pub(super) mod tests {
         PREDICTORS.iter().map(|&p| round_trip32_by(v, shape, tol, exact, p)).try_fold(usize::MAX, |a, b| Some(a.min(b?)))
     }
 
-    const PREDICTORS: [Predictor; 3] = [Predictor::Lorenzo, Predictor::Interpolation, Predictor::Anchored];
+    const PREDICTORS: [Predictor; 4] = [Predictor::Lorenzo, Predictor::Interpolation, Predictor::Anchored, Predictor::Graded];
 
     fn round_trip32_by(v: &[f32], shape: &[usize], tol: f64, exact: &[f32], interpolation: Predictor) -> Option<usize> {
         let data = bytes32(v);

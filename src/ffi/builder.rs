@@ -29,7 +29,7 @@ pub enum vds_compression {
     /// with `VDS_ERR_UNSUPPORTED_FEATURE`.
     VDS_COMPRESSION_ZSTD = 2,
     /// Lossy with a guaranteed bound (format 1.5; values predicted by
-    /// anchored interpolation, format 1.7), float32 and float64
+    /// graded anchored interpolation, format 1.8), float32 and float64
     /// only: every value read back is within the tolerance of the value
     /// written; NaNs, infinities, the fill value and the no-value marker
     /// come back bit for bit. Set with `vds_builder_set_bounded_codec`
@@ -249,7 +249,7 @@ pub unsafe extern "C" fn vds_builder_set_bounded_codec(b: *mut vds_builder, var:
             Ok(l) if Compression::ZSTD_LEVELS.contains(&l) => l,
             _ => return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("zstd level {level} is not in 1..22")),
         };
-        let codec = Codec { compression: Compression::Bounded { tolerance, level, predictor: crate::Predictor::Anchored }, shuffle: false };
+        let codec = Codec { compression: Compression::Bounded { tolerance, level, predictor: crate::Predictor::Graded }, shuffle: false };
         with_variable(b, var, |v| {
             v.codec(codec);
             Ok(())

@@ -56,10 +56,16 @@ pub enum Predictor {
     Interpolation,
     /// Interpolation from a coarser grid that also holds the last sample of
     /// every axis (SPEC.md 6.6.3; format 1.7, feature `bounded_anchored`),
-    /// as [`Codec::bounded`] makes: no sample is predicted by a copy of its
+    /// which 1.7 readers decode: no sample is predicted by a copy of its
     /// neighbour at the far end of a chunk, which on smooth data shrinks a
     /// chunk several times over.
     Anchored,
+    /// Anchored interpolation whose coarser levels may be quantized with
+    /// finer steps, chosen per chunk (SPEC.md 6.6.4; format 1.8, feature
+    /// `bounded_graded`), as [`Codec::bounded`] makes: the finer levels
+    /// inherit the coarser ones' errors through interpolation, and on
+    /// smooth data at tight tolerances this halves a chunk.
+    Graded,
 }
 
 /// Compressions are equal when their fields are (a tolerance by its bits,
@@ -116,14 +122,14 @@ impl Codec {
     }
 
     /// Lossy with every value within `tolerance` of the value written (see
-    /// [`Compression::Bounded`]), values predicted by anchored interpolation
-    /// ([`Predictor::Anchored`]), codes compressed by zstd level 3. Creating
+    /// [`Compression::Bounded`]), values predicted by graded anchored
+    /// interpolation ([`Predictor::Graded`]), codes compressed by zstd level 3. Creating
     /// a variable with it fails with [`ErrorKind::InvalidArgument`] unless the
     /// variable is float32 or float64 (and not quantized) and the tolerance is
     /// in (0, 1e300], and with [`ErrorKind::UnsupportedFeature`] in a build
     /// without the cargo feature `zstd`.
     pub fn bounded(tolerance: f64) -> Codec {
-        Codec::bounded_with(tolerance, Predictor::Anchored)
+        Codec::bounded_with(tolerance, Predictor::Graded)
     }
 
     /// [`Codec::bounded`] with another predictor: [`Predictor::Lorenzo`] or
@@ -152,6 +158,8 @@ impl Codec {
 pub(crate) const INTERPOLATION: &str = "interpolation";
 /// The descriptor's name of its anchored interpolation predictor.
 pub(crate) const ANCHORED: &str = "anchored";
+/// The descriptor's name of its graded anchored interpolation predictor.
+pub(crate) const GRADED: &str = "graded";
 
 impl Predictor {
     /// The descriptor's name (none for Lorenzo, which 1.5 wrote without one).
@@ -160,6 +168,7 @@ impl Predictor {
             Predictor::Lorenzo => None,
             Predictor::Interpolation => Some(INTERPOLATION),
             Predictor::Anchored => Some(ANCHORED),
+            Predictor::Graded => Some(GRADED),
         }
     }
 }
@@ -175,7 +184,7 @@ pub(crate) struct CodecJson {
     /// The absolute error bound of codec "bounded" (format 1.5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerance: Option<f64>,
-    /// The predictor of codec "bounded": "anchored" (format 1.7),
+    /// The predictor of codec "bounded": "graded" (format 1.8), "anchored" (format 1.7),
     /// "interpolation" (format 1.6) or, when absent, Lorenzo.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predictor: Option<String>,
@@ -208,9 +217,10 @@ impl CodecJson {
             None => Predictor::Lorenzo,
             Some(INTERPOLATION) => Predictor::Interpolation,
             Some(ANCHORED) => Predictor::Anchored,
+            Some(GRADED) => Predictor::Graded,
             Some(other) => {
                 return Err(descriptor_error(format!(
-                    "variable {var:?}: codec \"bounded\" has predictor {other:?} (expected \"{ANCHORED}\", \"{INTERPOLATION}\" or none)"
+                    "variable {var:?}: codec \"bounded\" has predictor {other:?} (expected \"{GRADED}\", \"{ANCHORED}\", \"{INTERPOLATION}\" or none)"
                 )))
             }
         };

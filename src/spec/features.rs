@@ -6,7 +6,7 @@
 //! any warning; so would one that lists a known name in a weaker list. Both
 //! are refused as invalid descriptors.
 
-use super::codec::{ANCHORED, INTERPOLATION};
+use super::codec::{ANCHORED, GRADED, INTERPOLATION};
 use super::{DescriptorJson, FeaturesJson, VariableJson};
 
 /// A variable's codec is zstd (incompatible: a reader that does not know it
@@ -51,6 +51,11 @@ pub(crate) const FEATURE_BOUNDED_INTERPOLATION: &str = "bounded_interpolation";
 /// format 1.7).
 pub(crate) const FEATURE_BOUNDED_ANCHORED: &str = "bounded_anchored";
 
+/// A variable's bounded codec predicts by anchored interpolation with
+/// graded steps (incompatible: a reader that does not know it cannot decode
+/// its chunks; format 1.8).
+pub(crate) const FEATURE_BOUNDED_GRADED: &str = "bounded_graded";
+
 /// The container has the compact layout: a head not padded to 4 KiB and
 /// 128-byte commit slots (incompatible: a reader that does not know it
 /// would look for the slots in the wrong place; format 1.4). Listed
@@ -77,6 +82,8 @@ pub(crate) const KNOWN_FEATURES: &[&str] = &[
     FEATURE_BOUNDED_INTERPOLATION,
     #[cfg(feature = "zstd")]
     FEATURE_BOUNDED_ANCHORED,
+    #[cfg(feature = "zstd")]
+    FEATURE_BOUNDED_GRADED,
 ];
 
 /// The three lists of `features`.
@@ -102,7 +109,7 @@ type Uses = fn(&VariableJson) -> bool;
 
 /// Every feature the format defines (in every build), with its list and
 /// what uses it.
-const DEFINED: [(&str, List, Uses); 11] = [
+const DEFINED: [(&str, List, Uses); 12] = [
     (FEATURE_NO_VALUE, List::Compat, |v| v.no_value.is_some()),
     (FEATURE_LOD, List::RoCompat, |v| v.lod.is_some()),
     (FEATURE_PARTITIONINGS, List::RoCompat, |v| !v.partitionings.is_empty()),
@@ -114,6 +121,7 @@ const DEFINED: [(&str, List, Uses); 11] = [
     (FEATURE_BOUNDED, List::Incompat, |v| v.codec.id == "bounded"),
     (FEATURE_BOUNDED_INTERPOLATION, List::Incompat, |v| v.codec.id == "bounded" && v.codec.predictor.as_deref() == Some(INTERPOLATION)),
     (FEATURE_BOUNDED_ANCHORED, List::Incompat, |v| v.codec.id == "bounded" && v.codec.predictor.as_deref() == Some(ANCHORED)),
+    (FEATURE_BOUNDED_GRADED, List::Incompat, |v| v.codec.id == "bounded" && v.codec.predictor.as_deref() == Some(GRADED)),
 ];
 
 /// The features a new descriptor with these variables lists: those its

@@ -92,6 +92,7 @@ fn codec_text(v: &Variable) -> String {
         Compression::Zstd { level } => format!("zstd level {level}"),
         Compression::Bounded { tolerance, level, predictor } => {
             let by = match predictor {
+                vds::Predictor::Graded => "graded anchored interpolation",
                 vds::Predictor::Anchored => "anchored interpolation",
                 vds::Predictor::Interpolation => "interpolation",
                 _ => "Lorenzo",

@@ -260,7 +260,7 @@ fn info_reports_chunk_kinds_codecs_and_space() {
     ok(&dir, &["copy", p, "bounded.vds", "--codec", "bounded:0.5"]);
     let text = ok(&dir, &["info", "bounded.vds"]);
     assert!(
-        text.contains("chunks 4x4x4 (grid 4x4x2), bounded, error <= 0.5 (anchored interpolation prediction, zstd level 3), fill 0"),
+        text.contains("chunks 4x4x4 (grid 4x4x2), bounded, error <= 0.5 (graded anchored interpolation prediction, zstd level 3), fill 0"),
         "{text}"
     );
     assert!(text.contains(", ratio "), "{text}");
@@ -335,7 +335,7 @@ print(repr(float(0.01 * (f.max() - f.min()))))
     ok(&dir, &["import", "wave.npy", "wave.vds", "--codec", "bounded:1%", "--chunk", "8,8,8"]);
     let info = ok(&dir, &["info", "wave.vds"]);
     assert_eq!(shown_tolerance(&info, "wave"), tol, "{info}");
-    assert!(info.contains(&format!("bounded, error <= {tol} (anchored interpolation prediction, zstd level 3)")), "{info}");
+    assert!(info.contains(&format!("bounded, error <= {tol} (graded anchored interpolation prediction, zstd level 3)")), "{info}");
     let ds = Dataset::open(dir.join("wave.vds")).unwrap();
     let got: Vec<f32> = ds.read_vec("wave", &Region::full(&[24, 20, 16]).unwrap(), Order::C).unwrap();
     let got: Vec<f64> = got.into_iter().map(f64::from).collect();
@@ -695,7 +695,7 @@ fn usage_errors_and_help() {
     assert!(fails(&dir, &[], 2).contains("Commands:"));
     assert!(fails(&dir, &["frobnicate"], 2).contains("unknown command \"frobnicate\""));
     assert!(ok(&dir, &["--help"]).contains("vds <command>"));
-    assert!(ok(&dir, &["--version"]).contains("file format 1.7"));
+    assert!(ok(&dir, &["--version"]).contains("file format 1.8"));
     for cmd in ["info", "dump", "verify", "slice", "import", "export", "copy"] {
         let help = ok(&dir, &[cmd, "--help"]);
         assert!(help.contains(&format!("Usage: vds {cmd}")) && help.contains("Example:"), "{cmd}: {help}");

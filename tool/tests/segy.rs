@@ -351,7 +351,7 @@ print(repr(t))
     let hi = want.iter().copied().fold(0f32, f32::max);
     let tol = 0.1 * f64::from(hi);
     let info = ok(&dir, &["info", "var.vds"]);
-    assert!(info.contains(&format!("bounded, error <= {tol} (anchored interpolation prediction, zstd level 3)")), "{info}");
+    assert!(info.contains(&format!("bounded, error <= {tol} (graded anchored interpolation prediction, zstd level 3)")), "{info}");
     let got: Vec<f32> = vds::Dataset::open(dir.join("var.vds"))
         .unwrap()
         .read_vec("amplitude", &vds::Region::full(&[3, 5]).unwrap(), vds::Order::C)

@@ -21,12 +21,18 @@ pub(super) const METHOD: u8 = 2;
 /// First header byte of one whose grid also holds the last sample of each
 /// axis (anchored, format 1.7).
 pub(super) const METHOD_ANCHORED: u8 = 3;
+/// First header byte of an anchored stream whose coarser levels are
+/// quantized with finer steps (graded, format 1.8).
+pub(super) const METHOD_GRADED: u8 = 4;
 /// Bytes before the zstd frame.
 pub(super) const HEADER_LEN: usize = 36;
 /// Header flag: cubic (else linear) interpolation.
 const CUBIC: u8 = 1;
 /// Header flag: codes 1 (value predicted within the step) as zero runs.
 const RUNS: u8 = 2;
+/// Method 4's header flags: the grade, in bits 2 to 4.
+const GRADE: u8 = 0b1_1100;
+
 /// The axis orders of the passes of a level, numbered as in the header.
 pub(super) const ORDERS: [[usize; 3]; 6] = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
 /// Tenths of the codes that must be 1 for the encoder to store runs without
@@ -115,19 +121,40 @@ fn grid(nd: usize, g: usize, anchored: bool) -> Vec<usize> {
     v
 }
 
+/// What a [`walk`] does with each element: a trait with an inlined method
+/// rather than a closure, which the compiler would call per element.
+trait Visit {
+    /// Element `i`, predicted as `p`, of level `l`: its reconstructed value.
+    fn element(&mut self, p: f64, i: usize, l: usize) -> f64;
+}
+
+/// The number of levels of a walk over view `n` (SPEC.md 6.6.2, 6.6.3).
+fn levels(n: [usize; 3], anchored: bool) -> usize {
+    // Method 3's grid spans the last sample, nd - 1, from the start.
+    let widest = n[0].max(n[1]).max(n[2]).saturating_sub(usize::from(anchored));
+    if widest <= 1 {
+        0
+    } else {
+        (usize::BITS - (widest - 1).leading_zeros()) as usize
+    }
+}
+
 /// Visits every element of the 3-D view `n` (C order) in the order of
 /// SPEC.md 6.6.2 (method 2) or 6.6.3 (method 3, `anchored`): element 0 with
 /// prediction 0, for method 3 the other corners, then for each level, coarse
-/// to fine, one pass per axis in `order`. `element(p, i)` gets element i
-/// with its prediction and returns its reconstructed value, which later
-/// predictions read from `r` (as [`kept`]; `r` holds one value per element).
+/// to fine, one pass per axis in `order`. `element(p, i, l)` gets element i
+/// with its prediction and the number of its level (l for spacing 2^l; the
+/// number of levels for element 0 and the corners), and returns its
+/// reconstructed value, which later predictions read from `r` (as [`kept`];
+/// `r` holds one value per element).
 #[inline(always)]
-fn walk(n: [usize; 3], order: [usize; 3], cubic: bool, anchored: bool, r: &mut [f64], mut element: impl FnMut(f64, usize) -> f64) {
+fn walk(n: [usize; 3], order: [usize; 3], cubic: bool, anchored: bool, r: &mut [f64], visit: &mut impl Visit) {
     if n.contains(&0) {
         return;
     }
     let stride = [n[1] * n[2], n[2], 1];
-    r[0] = kept(element(0.0, 0));
+    let levels = levels(n, anchored);
+    r[0] = kept(visit.element(0.0, 0, levels));
     if anchored {
         // The corners: along each axis in turn, the last sample copies the first.
         for (k, &d) in order.iter().enumerate() {
@@ -148,17 +175,14 @@ fn walk(n: [usize; 3], order: [usize; 3], cubic: bool, anchored: bool, r: &mut [
                 for b in along(1) {
                     for c in along(2) {
                         let i = a * stride[0] + b * stride[1] + c;
-                        r[i] = kept(element(r[i - h], i));
+                        r[i] = kept(visit.element(r[i - h], i, levels));
                     }
                 }
             }
         }
     }
-    // Method 3's grid spans the last sample, nd - 1, from the start.
-    let widest = n[0].max(n[1]).max(n[2]) - usize::from(anchored);
-    let levels = if widest <= 1 { 0 } else { usize::BITS - (widest - 1).leading_zeros() };
-    for level in (1..=levels).rev() {
-        let s = 1usize << (level - 1);
+    for level in (0..levels).rev() {
+        let s = 1usize << level;
         for (k, &d) in order.iter().enumerate() {
             let nd = n[d];
             // The new coordinates along d (method 3 holds nd - 1 already).
@@ -182,7 +206,7 @@ fn walk(n: [usize; 3], order: [usize; 3], cubic: bool, anchored: bool, r: &mut [
                         let row = a * stride[0] + b * stride[1];
                         for (&c, &case) in news.iter().zip(&cases) {
                             let p = predict(r, row + c, h, unit, case);
-                            r[row + c] = kept(element(p, row + c));
+                            r[row + c] = kept(visit.element(p, row + c, level));
                         }
                     }
                 }
@@ -195,7 +219,7 @@ fn walk(n: [usize; 3], order: [usize; 3], cubic: bool, anchored: bool, r: &mut [
                         let case = case_of(if d == 0 { a } else { b }, s, nd, cubic, anchored);
                         for &c in &inner {
                             let p = predict(r, row + c, h, unit, case);
-                            r[row + c] = kept(element(p, row + c));
+                            r[row + c] = kept(visit.element(p, row + c, level));
                         }
                     }
                 }
@@ -204,29 +228,73 @@ fn walk(n: [usize; 3], order: [usize; 3], cubic: bool, anchored: bool, r: &mut [
     }
 }
 
-/// Codes and outliers of a chunk under one order and kind, in visit order.
-fn quantize<T: Float>(data: &[u8], n: [usize; 3], order: [usize; 3], cubic: bool, anchored: bool, tol: f64, exact: &[u64]) -> Quantized {
-    let step = 2.0 * tol;
-    let inverse = 1.0 / step;
+/// The quantization step of each level of a walk over view `n` under grade
+/// `g` (SPEC.md 6.6.4; all 2 * `tol` when g is 0): level l's tolerance is
+/// tol / min(1 + l * g / 16, 2), so coarser levels, whose errors the finer
+/// ones inherit through interpolation, are quantized more finely.
+fn steps(n: [usize; 3], anchored: bool, tol: f64, g: u8) -> Vec<f64> {
+    (0..=levels(n, anchored)).map(|l| 2.0 * (tol / (1.0 + (l * usize::from(g)) as f64 / 16.0).min(2.0))).collect()
+}
+
+/// Codes and outliers of a chunk under one order, kind and grade, in visit
+/// order.
+#[allow(clippy::too_many_arguments)]
+fn quantize<T: Float>(
+    data: &[u8],
+    n: [usize; 3],
+    order: [usize; 3],
+    cubic: bool,
+    anchored: bool,
+    g: u8,
+    tol: f64,
+    exact: &[u64],
+) -> Quantized {
+    let steps = steps(n, anchored, tol, g);
+    // Any q will do (the check decides): a product is cheaper than a quotient.
+    let inverses: Vec<f64> = steps.iter().map(|s| 1.0 / s).collect();
     let elems = data.len() / T::SIZE;
-    let mut codes = Vec::with_capacity(elems);
-    let mut outliers = Vec::new();
-    let mut r = vec![0.0; elems];
-    walk(n, order, cubic, anchored, &mut r, |p, i| {
-        let x = T::get(&data[i * T::SIZE..(i + 1) * T::SIZE]);
-        match quantize_one(x, p, step, inverse, tol, exact) {
+    let mut q = Quantizer::<T> {
+        data,
+        steps: &steps,
+        inverses: &inverses,
+        tol,
+        exact,
+        codes: Vec::with_capacity(elems),
+        outliers: Vec::new(),
+        _t: std::marker::PhantomData,
+    };
+    walk(n, order, cubic, anchored, &mut vec![0.0; elems], &mut q);
+    Quantized { n, codes: q.codes, outliers: q.outliers }
+}
+
+/// The encoder's visit: each element's code, or its exact value as an outlier.
+struct Quantizer<'a, T> {
+    data: &'a [u8],
+    steps: &'a [f64],
+    inverses: &'a [f64],
+    tol: f64,
+    exact: &'a [u64],
+    codes: Vec<u32>,
+    outliers: Vec<u8>,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T: Float> Visit for Quantizer<'_, T> {
+    #[inline(always)]
+    fn element(&mut self, p: f64, i: usize, l: usize) -> f64 {
+        let x = T::get(&self.data[i * T::SIZE..(i + 1) * T::SIZE]);
+        match quantize_one(x, p, self.steps[l], self.inverses[l], self.tol, self.exact) {
             Some((code, y)) => {
-                codes.push(code);
+                self.codes.push(code);
                 y
             }
             None => {
-                codes.push(0);
-                x.le(&mut outliers);
+                self.codes.push(0);
+                x.le(&mut self.outliers);
                 x.wide()
             }
         }
-    });
-    Quantized { n, codes, outliers }
+    }
 }
 
 /// The orders that differ on view `n`: passes along axes of extent 1 are
@@ -258,34 +326,113 @@ fn corner<T: Float>(data: &[u8], n: [usize; 3], side: usize) -> (Vec<u8>, [usize
     (sample, m)
 }
 
-/// The order and kind whose codes cost least on a corner of the chunk of
-/// about [`SAMPLE`] elements (a smaller corner misjudges the finest levels,
-/// which hold most of the codes).
-fn choose<T: Float>(data: &[u8], n: [usize; 3], anchored: bool, tol: f64, exact: &[u64]) -> (u8, bool) {
+/// What the encoder chose for a chunk: the method (its first header byte),
+/// the axis order `k` (an index into [`ORDERS`]), the kind, and the grade
+/// (method 4 only; else 0).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Form {
+    pub(super) method: u8,
+    pub(super) k: u8,
+    pub(super) cubic: bool,
+    pub(super) g: u8,
+}
+
+impl Form {
+    /// Whether the grid holds the last sample of each axis (methods 3, 4).
+    fn anchored(self) -> bool {
+        self.method != METHOD
+    }
+
+    /// The codes and outliers of view `n` under this form.
+    fn quantize<T: Float>(self, data: &[u8], n: [usize; 3], tol: f64, exact: &[u64]) -> Quantized {
+        quantize::<T>(data, n, ORDERS[usize::from(self.k)], self.cubic, self.anchored(), self.g, tol, exact)
+    }
+
+    /// The length of the stream of view `n` under this form, zstd level 1
+    /// (usize::MAX when it would not be shorter than the view).
+    fn length<T: Float>(self, data: &[u8], n: [usize; 3], tol: f64, exact: &[u64]) -> usize {
+        frame::<T>(&self.quantize::<T>(data, n, tol, exact), self, tol, 1).map_or(usize::MAX, |s| s.len())
+    }
+}
+
+/// The form of a chunk of `method`: the order and kind whose codes cost
+/// least on a corner of the chunk of about [`SAMPLE`] elements (a smaller
+/// corner misjudges the finest levels, which hold most of the codes), and
+/// for method 4 the grade of [`grade`].
+fn choose<T: Float>(data: &[u8], n: [usize; 3], method: u8, tol: f64, exact: &[u64]) -> Form {
     let live = n.iter().filter(|&&e| e > 1).count();
     let side = [1, SAMPLE, 128, SIDE_3D][live];
     let (sample, m) = corner::<T>(data, n, side);
-    let quantized = |k: u8, cubic: bool| quantize::<T>(&sample, m, ORDERS[usize::from(k)], cubic, anchored, tol, exact);
+    let mut form = Form { method, k: 0, cubic: false, g: 0 };
     // The best order by linear interpolation, then the better kind along
     // it: the order matters for both kinds alike.
     let mut best: Option<(f64, u8, Quantized)> = None;
     for k in distinct_orders(m) {
-        let q = quantized(k, false);
+        let q = Form { k, ..form }.quantize::<T>(&sample, m, tol, exact);
         let c = q.cost();
         if best.as_ref().is_none_or(|b| c < b.0) {
             best = Some((c, k, q));
         }
     }
-    let Some((linear, k, lq)) = best else { return (0, false) };
-    let cq = quantized(k, true);
+    let Some((linear, k, lq)) = best else { return form };
+    form.k = k;
+    let cubic = Form { cubic: true, ..form };
+    let cq = cubic.quantize::<T>(&sample, m, tol, exact);
     if lq.codes.iter().filter(|&&c| c == 1).count() * 2 < lq.codes.len() {
-        return (k, cq.cost() < linear);
+        form.cubic = cq.cost() < linear;
+    } else {
+        // Mostly zero steps: the stream holds runs, whose cost the entropy
+        // of the codes misjudges (by 5-8% of a seismic chunk at a loose
+        // tolerance), so the kind is chosen by the corner's stream length.
+        let length = |q: &Quantized, f: Form| frame::<T>(q, f, tol, 1).map_or(usize::MAX, |s| s.len());
+        form.cubic = length(&cq, cubic) < length(&lq, form);
     }
-    // Mostly zero steps: the stream holds runs, whose cost the entropy of
-    // the codes misjudges (by 5-8% of a seismic chunk at a loose
-    // tolerance), so the kind is chosen by the corner's stream length.
-    let length = |q: &Quantized, cubic| frame::<T>(q, anchored, tol, 1, k, cubic).map_or(usize::MAX, |s| s.len());
-    (k, length(&cq, true) < length(&lq, false))
+    if method == METHOD_GRADED {
+        form.g = grade::<T>(data, n, form, tol, exact);
+    }
+    form
+}
+
+/// The grade of a chunk of method 4 under `form`'s order and kind: of 0,
+/// 1, 2 and 4, the one whose stream is shortest on the chunk taken at every
+/// other element along each axis of four or more. That sample has the
+/// chunk's coarser levels, where grading pays or not; a corner of the chunk
+/// (as [`choose`] takes for the order) has too few of them and picked
+/// grades that made the smooth volume 12% longer at 0.001 of its range.
+/// Grade 2 is tried against 0 first, and 4 and 1 only when 2 is shorter:
+/// on data that grading does not help (noisy seismic at tight tolerances)
+/// two trials decide.
+fn grade<T: Float>(data: &[u8], n: [usize; 3], form: Form, tol: f64, exact: &[u64]) -> u8 {
+    let (sub, m) = every_other::<T>(data, n);
+    let length = |g: u8| Form { g, ..form }.length::<T>(&sub, m, tol, exact);
+    let (none, two) = (length(0), length(2));
+    if two >= none {
+        return 0;
+    }
+    if length(4) < two {
+        4
+    } else if length(1) < two {
+        1
+    } else {
+        2
+    }
+}
+
+/// The chunk of view `n` at every other element along each axis of four or
+/// more, and its view.
+fn every_other<T: Float>(data: &[u8], n: [usize; 3]) -> (Vec<u8>, [usize; 3]) {
+    let by = n.map(|e| if e >= 4 { 2 } else { 1 });
+    let m = [n[0].div_ceil(by[0]), n[1].div_ceil(by[1]), n[2].div_ceil(by[2])];
+    let mut sample = Vec::with_capacity(m.iter().product::<usize>() * T::SIZE);
+    for a in (0..n[0]).step_by(by[0]) {
+        for b in (0..n[1]).step_by(by[1]) {
+            let row = (a * n[1] + b) * n[2];
+            for c in (0..n[2]).step_by(by[2]) {
+                sample.extend_from_slice(&data[(row + c) * T::SIZE..(row + c + 1) * T::SIZE]);
+            }
+        }
+    }
+    (sample, m)
 }
 
 /// The codes as planes of `width` bytes each: byte b of every code, then
@@ -305,34 +452,23 @@ fn push_run(mut ones: usize, out: &mut Vec<u8>) {
     out.push(ones as u8);
 }
 
-/// Encodes a chunk of view `n` (SPEC.md 6.6.2). None when the stream would
-/// not be shorter than the chunk; the caller checks the bound on the
-/// decoded bytes.
-pub(super) fn encode<T: Float>(data: &[u8], n: [usize; 3], anchored: bool, tol: f64, exact: &[u64], level: u8) -> Option<Vec<u8>> {
-    let (k, cubic) = choose::<T>(data, n, anchored, tol, exact);
-    encode_with::<T>(data, n, anchored, tol, exact, level, k, cubic)
+/// Encodes a chunk of view `n` with `method` (2, 3 or 4; SPEC.md 6.6.2 to
+/// 6.6.4). None when the stream would not be shorter than the chunk; the
+/// caller checks the bound on the decoded bytes.
+pub(super) fn encode<T: Float>(data: &[u8], n: [usize; 3], method: u8, tol: f64, exact: &[u64], level: u8) -> Option<Vec<u8>> {
+    let form = choose::<T>(data, n, method, tol, exact);
+    encode_with::<T>(data, n, form, tol, exact, level)
 }
 
-/// [`encode`] with axis order `k` (an index into [`ORDERS`]) and kind `cubic`.
-#[allow(clippy::too_many_arguments)]
-fn encode_with<T: Float>(
-    data: &[u8],
-    n: [usize; 3],
-    anchored: bool,
-    tol: f64,
-    exact: &[u64],
-    level: u8,
-    k: u8,
-    cubic: bool,
-) -> Option<Vec<u8>> {
-    let q = quantize::<T>(data, n, ORDERS[usize::from(k)], cubic, anchored, tol, exact);
-    frame::<T>(&q, anchored, tol, level, k, cubic)
+/// [`encode`] in the given form.
+pub(super) fn encode_with<T: Float>(data: &[u8], n: [usize; 3], form: Form, tol: f64, exact: &[u64], level: u8) -> Option<Vec<u8>> {
+    frame::<T>(&form.quantize::<T>(data, n, tol, exact), form, tol, level)
 }
 
-/// The stream of codes and outliers `q`, made under order `k` and kind
-/// `cubic`: the shorter of planes and runs, zstd at `level`. None when it
-/// would not be shorter than the chunk.
-fn frame<T: Float>(q: &Quantized, anchored: bool, tol: f64, level: u8, k: u8, cubic: bool) -> Option<Vec<u8>> {
+/// The stream of codes and outliers `q`, made in `form`: the shorter of
+/// planes and runs, zstd at `level`. None when it would not be shorter
+/// than the chunk.
+fn frame<T: Float>(q: &Quantized, form: Form, tol: f64, level: u8) -> Option<Vec<u8>> {
     let Quantized { n, codes, outliers } = q;
     let elems = codes.len();
     let width_of = |max: u32| {
@@ -383,7 +519,8 @@ fn frame<T: Float>(q: &Quantized, anchored: bool, tol: f64, level: u8, k: u8, cu
             continue;
         };
         let mut out = Vec::with_capacity(HEADER_LEN + frame.len());
-        out.extend_from_slice(&[if anchored { METHOD_ANCHORED } else { METHOD }, width as u8, flags | if cubic { CUBIC } else { 0 }, k]);
+        let flags = flags | if form.cubic { CUBIC } else { 0 } | form.g << 2;
+        out.extend_from_slice(&[form.method, width as u8, flags, form.k]);
         out.extend_from_slice(&tol.to_le_bytes());
         out.extend_from_slice(&u32::try_from(outliers.len() / T::SIZE).ok()?.to_le_bytes());
         for &e in n {
@@ -405,9 +542,10 @@ fn frame<T: Float>(q: &Quantized, anchored: bool, tol: f64, level: u8, k: u8, cu
 pub(super) fn decode<T: Float>(stored: &[u8], out: &mut [u8]) -> Result<(), String> {
     let elems = out.len() / T::SIZE;
     let h = super::common_header(stored, HEADER_LEN, elems)?;
-    let flags = stored[2];
-    if flags & !(CUBIC | RUNS) != 0 {
-        return Err(format!("bounded chunk: unknown interpolation flags {flags:#04x}"));
+    let (method, flags) = (stored[0], stored[2]);
+    let known = if method == METHOD_GRADED { CUBIC | RUNS | GRADE } else { CUBIC | RUNS };
+    if flags & !known != 0 {
+        return Err(format!("bounded chunk: unknown interpolation flags {flags:#04x} for method {method}"));
     }
     let order = *ORDERS.get(usize::from(stored[3])).ok_or_else(|| format!("bounded chunk: axis order {} (expected 0 to 5)", stored[3]))?;
     let count = super::u32_at(stored, 28) as usize;
@@ -459,18 +597,46 @@ pub(super) fn decode<T: Float>(stored: &[u8], out: &mut [u8]) -> Result<(), Stri
     } else {
         codes.extend((0..count).map(code));
     }
-    let mut exact = exact.chunks_exact(T::SIZE);
-    let mut missing = false;
-    let step = 2.0 * h.tol;
-    let mut r = vec![0.0; elems];
-    let mut j = 0;
-    walk(h.n, order, flags & CUBIC != 0, stored[0] == METHOD_ANCHORED, &mut r, |p, i| {
-        let c = codes[j];
-        j += 1;
-        let at = &mut out[i * T::SIZE..(i + 1) * T::SIZE];
+    let anchored = method != METHOD;
+    let steps = steps(h.n, anchored, h.tol, (flags & GRADE) >> 2);
+    let mut d = Decoder::<T> {
+        codes: &codes,
+        j: 0,
+        out,
+        exact: exact.chunks_exact(T::SIZE),
+        missing: false,
+        steps: &steps,
+        _t: std::marker::PhantomData,
+    };
+    walk(h.n, order, flags & CUBIC != 0, anchored, &mut vec![0.0; elems], &mut d);
+    if d.missing || d.exact.next().is_some() {
+        return Err(format!("bounded chunk: {} outliers declared, as many outlier codes", h.outliers));
+    }
+    Ok(())
+}
+
+/// The decoder's visit: each element from its code, or its outlier.
+struct Decoder<'a, T> {
+    /// Every element's code, in visit order, and how many were taken.
+    codes: &'a [u32],
+    j: usize,
+    out: &'a mut [u8],
+    exact: std::slice::ChunksExact<'a, u8>,
+    /// Set when an outlier code finds no outlier left.
+    missing: bool,
+    steps: &'a [f64],
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T: Float> Visit for Decoder<'_, T> {
+    #[inline(always)]
+    fn element(&mut self, p: f64, i: usize, l: usize) -> f64 {
+        let c = self.codes[self.j];
+        self.j += 1;
+        let at = &mut self.out[i * T::SIZE..(i + 1) * T::SIZE];
         if c == 0 {
-            let Some(x) = exact.next() else {
-                missing = true;
+            let Some(x) = self.exact.next() else {
+                self.missing = true;
                 return 0.0;
             };
             let x = T::from_le(x);
@@ -479,14 +645,10 @@ pub(super) fn decode<T: Float>(stored: &[u8], out: &mut [u8]) -> Result<(), Stri
         }
         let z = i64::from(c - 1);
         let q = (z >> 1) ^ -(z & 1);
-        let y = T::narrow(p + q as f64 * step);
+        let y = T::narrow(p + q as f64 * self.steps[l]);
         y.put(at);
         y.wide()
-    });
-    if missing || exact.next().is_some() {
-        return Err(format!("bounded chunk: {} outliers declared, as many outlier codes", h.outliers));
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -536,7 +698,9 @@ mod tests {
         let order = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]][o];
         // Each element, with the axis and spacing of its pass (none for the
         // first; the extent less one for method 3's corners).
-        let anchored = stored[0] == 3;
+        let anchored = stored[0] >= 3;
+        // Method 4's grade (6.6.4); 0 leaves every level at the tolerance.
+        let g = if stored[0] == 4 { usize::from(flags >> 2) } else { 0 };
         type Visit = ([usize; 3], Option<(usize, usize)>);
         let mut visits: Vec<Visit> = vec![([0, 0, 0], None)];
         let on_grid = |ax: usize, x: usize, g: usize| x % g == 0 || (anchored && x == n[ax] - 1);
@@ -569,6 +733,14 @@ mod tests {
         while (1usize << levels) < big {
             levels += 1;
         }
+        // Element 0 and the corners (visits without a spacing, or with the
+        // extent less one) are of level `levels`; spacing 2^l, of level l.
+        let level_of = |how: Option<(usize, usize)>, x: [usize; 3]| match how {
+            Some((_, s)) if !(anchored && s == n[how.unwrap().0] - 1 && x.iter().zip(&n).all(|(&c, &m)| c == 0 || c == m - 1)) => {
+                s.trailing_zeros() as usize
+            }
+            _ => levels,
+        };
         for level in (1..=levels).rev() {
             let s = 1usize << (level - 1);
             for (pass, &d) in order.iter().enumerate() {
@@ -598,6 +770,7 @@ mod tests {
         let mut outliers = payload[rb + m * w..].chunks_exact(esize);
         let at = |x: [usize; 3]| (x[0] * n[1] + x[1]) * n[2] + x[2];
         for (j, (x, how)) in visits.into_iter().enumerate() {
+            let t_l = t / (1.0 + (level_of(how, x) * g) as f64 / 16.0).min(2.0);
             let p = match how {
                 None => 0.0,
                 Some((d, s)) => {
@@ -649,7 +822,7 @@ mod tests {
                 }
             };
             let c = codes[j];
-            out[at(x)] = if c == 0 { spec_outlier(outliers.next().unwrap()) } else { spec_value(c, p, t, esize) };
+            out[at(x)] = if c == 0 { spec_outlier(outliers.next().unwrap()) } else { spec_value(c, p, t_l, esize) };
         }
         assert!(outliers.next().is_none());
         out
@@ -667,36 +840,39 @@ mod tests {
             .collect()
     }
 
-    /// Every order and kind, with and without runs, float32 and float64, on
-    /// shapes with extents that are and are not powers of two: the library's
-    /// decoder and the one above agree bit for bit.
+    /// Every method, order, kind and grade, with and without runs, float32
+    /// and float64, on shapes with extents that are and are not powers of
+    /// two: the library's decoder and the one above agree bit for bit.
     #[test]
     fn a_decoder_from_the_spec_agrees() {
         let v = noisy_wave(6 * 7 * 50, 5);
-        for (shape, anchored) in [[6usize, 7, 50], [1, 42, 50], [1, 1, 2100], [2100, 1, 1], [5, 20, 21], [2, 3, 350], [9, 17, 13]]
+        for (shape, method) in [[6usize, 7, 50], [1, 42, 50], [1, 1, 2100], [2100, 1, 1], [5, 20, 21], [2, 3, 350], [9, 17, 13]]
             .into_iter()
-            .flat_map(|s| [(s, false), (s, true)])
+            .flat_map(|s| [(s, METHOD), (s, METHOD_ANCHORED), (s, METHOD_GRADED)])
         {
             for tol in [5.0, 0.5, 1e-3] {
                 for k in 0..6u8 {
                     for cubic in [false, true] {
+                        // Every grade from 1 to 7 in method 4.
+                        let g = if method == METHOD_GRADED { k + 1 + u8::from(cubic) } else { 0 };
+                        let form = Form { method, k, cubic, g };
                         let data = bytes64(&v[..shape.iter().product()]);
-                        let stored = encode_with::<f64>(&data, shape, anchored, tol, &[], 3, k, cubic).unwrap();
-                        assert_eq!(stored[0], if anchored { METHOD_ANCHORED } else { METHOD });
+                        let stored = encode_with::<f64>(&data, shape, form, tol, &[], 3).unwrap();
+                        assert_eq!((stored[0], (stored[2] >> 2) & 7), (method, g));
                         let mut back = vec![0u8; data.len()];
                         decode::<f64>(&stored, &mut back).unwrap();
                         let ours: Vec<u64> = back.chunks_exact(8).map(|b| f64::from_ne_bytes(b.try_into().unwrap()).to_bits()).collect();
                         let theirs: Vec<u64> = spec_decode(&stored, 8).iter().map(|x| x.to_bits()).collect();
-                        assert_eq!(ours, theirs, "{shape:?}, anchored {anchored}, tolerance {tol}, order {k}, cubic {cubic}");
+                        assert_eq!(ours, theirs, "{shape:?}, {form:?}, tolerance {tol}");
                         let v32: Vec<f32> = v[..shape.iter().product()].iter().map(|&x| x as f32).collect();
                         let data = bytes32(&v32);
-                        let stored = encode_with::<f32>(&data, shape, anchored, tol, &[], 3, k, cubic).unwrap();
+                        let stored = encode_with::<f32>(&data, shape, form, tol, &[], 3).unwrap();
                         let mut back = vec![0u8; data.len()];
                         decode::<f32>(&stored, &mut back).unwrap();
                         let ours: Vec<u64> =
                             back.chunks_exact(4).map(|b| f64::from(f32::from_ne_bytes(b.try_into().unwrap())).to_bits()).collect();
                         let theirs: Vec<u64> = spec_decode(&stored, 4).iter().map(|x| x.to_bits()).collect();
-                        assert_eq!(ours, theirs, "float32 {shape:?}, anchored {anchored}, tolerance {tol}, order {k}, cubic {cubic}");
+                        assert_eq!(ours, theirs, "float32 {shape:?}, {form:?}, tolerance {tol}");
                     }
                 }
             }
@@ -715,9 +891,9 @@ mod tests {
                 (a * 0.15).sin() * (b * 0.1).cos() + (c * 0.2).sin()
             })
             .collect();
-        let loose = encode::<f32>(&bytes32(&smooth), n, true, 1e-2, &[], 3).unwrap();
+        let loose = encode::<f32>(&bytes32(&smooth), n, METHOD_GRADED, 1e-2, &[], 3).unwrap();
         assert_eq!(loose[2] & RUNS, RUNS, "runs at a loose tolerance");
-        let tight = encode::<f32>(&bytes32(&smooth), n, true, 1e-6, &[], 3).unwrap();
+        let tight = encode::<f32>(&bytes32(&smooth), n, METHOD_GRADED, 1e-6, &[], 3).unwrap();
         assert_eq!(tight[2] & RUNS, 0, "planes at a tight tolerance");
         assert_eq!(tight[2] & CUBIC, CUBIC, "cubic on smooth data at a tight tolerance");
         // Smooth along axes 0 and 1, rough along axis 2: axis 2 goes first,
@@ -725,12 +901,32 @@ mod tests {
         let mut rng = Rng(17);
         let trace: Vec<f32> = (0..32).map(|_| rng.unit() as f32 * 100.0).collect();
         let rough: Vec<f32> = (0..32 * 32 * 32).map(|i| ((i / 1024) as f32 * 0.1).sin() * 10.0 + trace[i % 32]).collect();
-        let stored = encode::<f32>(&bytes32(&rough), n, true, 0.5, &[], 3).unwrap();
+        let stored = encode::<f32>(&bytes32(&rough), n, METHOD_GRADED, 0.5, &[], 3).unwrap();
         assert_eq!(ORDERS[usize::from(stored[3])][0], 2, "order {:?}", ORDERS[usize::from(stored[3])]);
         // Orders that differ only in axes of extent 1 are tried once.
         assert_eq!(distinct_orders([1, 1, 9]), vec![0]);
         assert_eq!(distinct_orders([1, 4, 9]).len(), 2);
         assert_eq!(distinct_orders([3, 4, 9]).len(), 6);
+    }
+
+    /// The first 64^3 chunk of the benchmark's smooth 512^3 volume.
+    fn smooth_chunk() -> Vec<f32> {
+        (0..64 * 64 * 64)
+            .map(|i| {
+                let (x, y, z) = ((i / 4096) as f32 / 512.0, (i / 64 % 64) as f32 / 512.0, (i % 64) as f32 / 512.0);
+                (6.0 * x + 2.0 * y).sin() * (9.0 * z + 3.0 * x * y).cos() + 0.25 * (17.0 * z).sin()
+            })
+            .collect()
+    }
+
+    /// The largest difference between `stored` decoded and `v`.
+    fn worst_error(stored: &[u8], v: &[f32]) -> f64 {
+        let mut back = vec![0u8; v.len() * 4];
+        decode::<f32>(stored, &mut back).unwrap();
+        back.chunks_exact(4)
+            .zip(v)
+            .map(|(b, &x)| (f64::from(f32::from_ne_bytes(b.try_into().unwrap())) - f64::from(x)).abs())
+            .fold(0.0, f64::max)
     }
 
     /// On a smooth volume in a chunk of 64^3 (extents a power of two, so
@@ -739,41 +935,57 @@ mod tests {
     /// chunk several times smaller, and both decode within the bound.
     #[test]
     fn anchoring_the_last_samples_shrinks_a_smooth_chunk() {
-        let n = [64usize, 64, 64];
-        let v: Vec<f32> = (0..64 * 64 * 64)
-            .map(|i| {
-                let (x, y, z) = ((i / 4096) as f32 / 512.0, (i / 64 % 64) as f32 / 512.0, (i % 64) as f32 / 512.0);
-                (6.0 * x + 2.0 * y).sin() * (9.0 * z + 3.0 * x * y).cos() + 0.25 * (17.0 * z).sin()
-            })
-            .collect();
+        let (n, v) = ([64usize, 64, 64], smooth_chunk());
         let data = bytes32(&v);
         for tol in [0.0225, 0.00225] {
-            let open = encode::<f32>(&data, n, false, tol, &[], 3).unwrap();
-            let anchored = encode::<f32>(&data, n, true, tol, &[], 3).unwrap();
+            let open = encode::<f32>(&data, n, METHOD, tol, &[], 3).unwrap();
+            let anchored = encode::<f32>(&data, n, METHOD_ANCHORED, tol, &[], 3).unwrap();
             assert!(anchored.len() * 3 < open.len(), "tolerance {tol}: {} bytes anchored, {} not", anchored.len(), open.len());
             for stored in [&open, &anchored] {
-                let mut back = vec![0u8; data.len()];
-                decode::<f32>(stored, &mut back).unwrap();
-                let worst =
-                    back.chunks_exact(4).zip(&v).map(|(b, &x)| (f64::from(f32::from_ne_bytes(b.try_into().unwrap())) - f64::from(x)).abs());
-                assert!(worst.fold(0.0, f64::max) <= tol);
+                assert!(worst_error(stored, &v) <= tol);
             }
         }
+    }
+
+    /// On the same chunk at tight tolerances, finer steps on the coarser
+    /// levels (method 4) store it markedly smaller than method 3, the grade
+    /// the encoder picks is not 0, and the values stay within the bound:
+    /// checked against the tolerance itself, not the finer steps.
+    #[test]
+    fn grading_the_coarse_levels_shrinks_a_smooth_chunk() {
+        let (n, v) = ([64usize, 64, 64], smooth_chunk());
+        let data = bytes32(&v);
+        for tol in [0.0025, 0.00025] {
+            let anchored = encode::<f32>(&data, n, METHOD_ANCHORED, tol, &[], 3).unwrap();
+            let graded = encode::<f32>(&data, n, METHOD_GRADED, tol, &[], 3).unwrap();
+            assert_ne!(graded[2] & GRADE, 0, "tolerance {tol}: grade 0");
+            assert!(graded.len() * 5 < anchored.len() * 4, "tolerance {tol}: {} bytes graded, {} not", graded.len(), anchored.len());
+            assert!(worst_error(&graded, &v) <= tol);
+        }
+        // Grade 0 is method 3's stream under another method byte.
+        let form = Form { method: METHOD_ANCHORED, k: 2, cubic: true, g: 0 };
+        let three = encode_with::<f32>(&data, n, form, 0.0025, &[], 3).unwrap();
+        let four = encode_with::<f32>(&data, n, Form { method: METHOD_GRADED, ..form }, 0.0025, &[], 3).unwrap();
+        assert_eq!((three[0], four[0]), (METHOD_ANCHORED, METHOD_GRADED));
+        assert_eq!(three[1..], four[1..]);
     }
 
     #[test]
     fn hostile_streams_are_refused() {
         let v: Vec<f32> = (0..4000).map(|i| (i as f32 * 0.1).sin()).collect();
         let data = bytes32(&v);
-        for (tol, anchored) in [(0.5, false), (1e-4, false), (0.5, true), (1e-4, true)] {
-            let stored = encode::<f32>(&data, [10, 20, 20], anchored, tol, &[], 3).expect("encoded");
+        for (tol, method) in [0.5, 1e-4].into_iter().flat_map(|t| [(t, METHOD), (t, METHOD_ANCHORED), (t, METHOD_GRADED)]) {
+            let stored = encode::<f32>(&data, [10, 20, 20], method, tol, &[], 3).expect("encoded");
             let mut out = vec![0u8; data.len()];
             decode::<f32>(&stored, &mut out).unwrap();
             assert!(decode::<f32>(&stored[..HEADER_LEN - 1], &mut out).is_err());
             assert!(decode::<f32>(&stored[..stored.len() - 1], &mut out).is_err());
             let mut short = vec![0u8; data.len() - 4];
             assert!(decode::<f32>(&stored, &mut short).is_err());
-            for (at, value) in [(1, 3u8), (2, 4), (2, 0x81), (3, 6), (11, 0xff), (12, 0xff), (16, 2), (28, 0xff), (31, 0x7f), (33, 0xff)] {
+            // A flag beyond the known ones (method 4's grade takes bits 2-4).
+            let flag = if method == METHOD_GRADED { 0x20 } else { 4 };
+            for (at, value) in [(1, 3u8), (2, flag), (2, 0x81), (3, 6), (11, 0xff), (12, 0xff), (16, 2), (28, 0xff), (31, 0x7f), (33, 0xff)]
+            {
                 let mut bad = stored.clone();
                 bad[at] = value;
                 assert!(decode::<f32>(&bad, &mut out).is_err(), "tolerance {tol}: byte {at} = {value}");
