@@ -145,6 +145,9 @@ fn blocks_of(dtype: DType, sel: u8, elems: usize, rest: &[u8]) {
 pub fn bounded(data: &[u8]) {
     let mut b = Bytes { data, pos: 0 };
     let sel = b.u8();
+    // The form of the interpolation header below, apart from `sel`, so that
+    // every method, width, order, flag and grade meets every element type.
+    let form = [b.u8(), b.u8()];
     let dtype = if sel & 1 == 0 { DType::Float32 } else { DType::Float64 };
     let esize = dtype.size();
     let shape = [1 + b.below(12) as usize, 1 + b.below(12) as usize, 1 + b.below(40) as usize];
@@ -167,16 +170,16 @@ pub fn bounded(data: &[u8]) {
     // And behind an interpolation header (6.6.2, 6.6.3 anchored or 6.6.4
     // graded): flags (with method 4's grade), order, plane codes and run
     // bytes from the input.
-    let method = 2 + (sel & 3) % 3;
-    let flags = (sel >> 4) & if method == 4 { 0x1f } else { 3 };
-    let mut stream = vec![method, [1, 2, 4][usize::from(sel >> 2) % 3], flags, (sel >> 6) % 6];
+    let method = 2 + form[0] % 3;
+    let flags = form[1] & if method == 4 { 0x1f } else { 3 };
+    let mut stream = vec![method, [1, 2, 4][usize::from(form[0] >> 2) % 3], flags, (form[0] >> 4) % 6];
     stream.extend_from_slice(&1.0f64.to_le_bytes());
     stream.extend_from_slice(&u32::from(sel >> 4).min(elems as u32).to_le_bytes());
     for e in shape {
         stream.extend_from_slice(&(e as u32).to_le_bytes());
     }
-    let runs = if sel & 0x20 != 0 { rest.len().min(2 * elems) } else { 0 };
-    let planes = if sel & 0x20 != 0 { (rest.len() - runs).min(elems) } else { elems };
+    let runs = if flags & 2 != 0 { rest.len().min(2 * elems) } else { 0 };
+    let planes = if flags & 2 != 0 { (rest.len() - runs).min(elems) } else { elems };
     stream.extend_from_slice(&(planes as u32).to_le_bytes());
     stream.extend_from_slice(&(runs as u32).to_le_bytes());
     stream.extend_from_slice(rest);

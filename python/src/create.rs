@@ -79,7 +79,7 @@ pub(crate) struct CodecSpec {
     shuffle: bool,
     /// The absolute error bound of codec "bounded".
     tolerance: Option<f64>,
-    /// The predictor of codec "bounded": "anchored" (the default), "interpolation" or "lorenzo".
+    /// The predictor of codec "bounded": "graded" (the default), "anchored", "interpolation" or "lorenzo".
     predictor: Option<String>,
 }
 

@@ -1,9 +1,10 @@
 //! The error-bounded codec (SPEC.md 6.6): float chunks stored with every
-//! value within an absolute tolerance `t` of the value written. Three
+//! value within an absolute tolerance `t` of the value written. Four
 //! predictors share the quantization and the checks here: Lorenzo
 //! (method 1, this file), and interpolation ([`interp`]) on a grid of
-//! multiples (method 2, format 1.6) or on one that also holds the last
-//! sample of each axis (method 3, format 1.7, the default of new
+//! multiples (method 2, format 1.6), on one that also holds the last
+//! sample of each axis (method 3, format 1.7), or on that one with finer
+//! steps on the coarser levels (method 4, format 1.8, the default of new
 //! variables).
 //!
 //! Lorenzo: each value is predicted from its already *reconstructed* neighbours by
@@ -235,7 +236,7 @@ pub(crate) fn lorenzo_shape(shape: &[usize]) -> [usize; 3] {
 /// Encodes one chunk (native-order elements of f32 when `esize` is 4, f64
 /// when 8) of shape `shape` with tolerance `tol`, keeping the elements whose
 /// bits are in `exact` bit for bit; zstd at `level`; predicted by
-/// `predictor` (method 1, 2 or 3). None when the stream
+/// `predictor` (method 1, 2, 3 or 4). None when the stream
 /// would not be shorter than the raw chunk, or when decoding it does not
 /// give back every value within the bound: the caller stores it losslessly.
 pub(crate) fn encode(

@@ -227,8 +227,10 @@ pub unsafe extern "C" fn vds_builder_set_codec(
 /// codec: every value read back is within `tolerance` (finite, in
 /// (0, 1e300]) of the value written, and NaNs, infinities, the fill value
 /// and the no-value marker come back bit for bit; values are predicted by
-/// interpolation from a coarser grid that holds both ends of every axis
-/// (format 1.7, SPEC.md 6.6.3) and the
+/// interpolation from a coarser grid that holds both ends of every axis,
+/// the coarser levels quantized more finely where that shortens a chunk
+/// (format 1.8, SPEC.md 6.6.4; files that only 1.8 and later readers
+/// open: C has no call for the older predictors) and the
 /// codes compressed by zstd at `level` (1..22; 3 is a good default). A chunk the codec cannot
 /// store within the bound, or smaller, is stored losslessly. Creating the
 /// container fails with `VDS_ERR_INVALID_ARGUMENT` if the variable is not

@@ -132,9 +132,9 @@ impl Codec {
         Codec::bounded_with(tolerance, Predictor::Graded)
     }
 
-    /// [`Codec::bounded`] with another predictor: [`Predictor::Lorenzo`] or
-    /// [`Predictor::Interpolation`] for files that 1.5 or 1.6 readers must
-    /// decode.
+    /// [`Codec::bounded`] with another predictor: [`Predictor::Anchored`],
+    /// [`Predictor::Interpolation`] or [`Predictor::Lorenzo`] for files that
+    /// 1.7, 1.6 or 1.5 readers must decode.
     pub fn bounded_with(tolerance: f64, predictor: Predictor) -> Codec {
         Codec { compression: Compression::Bounded { tolerance, level: 3, predictor }, shuffle: false }
     }
