@@ -567,67 +567,114 @@ pub(super) fn decode<T: Float>(stored: &[u8], out: &mut [u8]) -> Result<(), Stri
     zstd::decompress_exact(&stored[HEADER_LEN..], &mut payload)?;
     let (run_part, rest) = payload.split_at(run_bytes);
     let (planes, exact) = rest.split_at(count * h.width);
-    let code = |j: usize| (1..h.width).fold(u32::from(planes[j]), |c, b| c | u32::from(planes[b * count + j]) << (8 * b));
-    // Every element's code, in visit order.
-    let mut codes: Vec<u32> = Vec::with_capacity(elems);
-    if runs {
-        let mut bytes = run_part.iter();
-        let mut coded = 0;
-        loop {
-            let mut ones = 0usize;
-            let mut ended = false;
-            for &b in bytes.by_ref() {
-                ones += usize::from(b);
-                if b < 255 {
-                    ended = true;
-                    break;
-                }
-            }
-            if !ended {
-                return Err(format!("bounded chunk: its {run_bytes} run bytes end inside a run"));
-            }
-            if ones > elems - codes.len() {
-                return Err(format!("bounded chunk: zero runs for more than its {elems} elements"));
-            }
-            codes.resize(codes.len() + ones, 1);
-            if coded == count {
-                break;
-            }
-            if codes.len() == elems {
-                return Err("bounded chunk: codes left over after the last element".into());
-            }
-            codes.push(code(coded));
-            coded += 1;
-        }
-        if bytes.next().is_some() || codes.len() != elems {
-            return Err(format!("bounded chunk: zero runs and {count} codes do not make its {elems} elements"));
-        }
-    } else {
-        codes.extend((0..count).map(code));
-    }
+    let codes = Codes::new(planes, h.width, count, runs.then(|| run_part.iter()))?;
     let anchored = method != METHOD;
     let steps = steps(h.n, anchored, h.tol, (flags & GRADE) >> 2);
-    let mut d = Decoder::<T> {
-        codes: &codes,
-        j: 0,
-        out,
-        exact: exact.chunks_exact(T::SIZE),
-        missing: false,
-        steps: &steps,
-        _t: std::marker::PhantomData,
-    };
+    let mut d =
+        Decoder::<T> { codes, out, exact: exact.chunks_exact(T::SIZE), missing: false, steps: &steps, _t: std::marker::PhantomData };
     walk(h.n, order, flags & CUBIC != 0, anchored, &mut vec![0.0; elems], &mut d);
+    d.codes.finish(elems)?;
     if d.missing || d.exact.next().is_some() {
         return Err(format!("bounded chunk: {} outliers declared, as many outlier codes", h.outliers));
     }
     Ok(())
 }
 
+/// The codes of a stream in visit order (SPEC.md 6.6.2), taken one at a
+/// time from its planes and zero runs, never expanded into a list: the
+/// decoder's memory is the payload, the reconstructed values and the output.
+struct Codes<'a> {
+    planes: &'a [u8],
+    width: usize,
+    count: usize,
+    /// The run bytes not yet read (None: the stream has no runs).
+    runs: Option<std::slice::Iter<'a, u8>>,
+    /// Plane codes taken.
+    coded: usize,
+    /// Codes 1 left in the current run.
+    ones: usize,
+    /// The first fault met during the walk, reported by `finish`.
+    fault: Option<Fault>,
+}
+
+/// What `Codes` met that makes the stream corrupt.
+#[derive(Clone, Copy)]
+enum Fault {
+    /// A run that the run bytes end inside.
+    OpenRun,
+    /// A code asked for past the last.
+    Short,
+}
+
+impl<'a> Codes<'a> {
+    fn new(planes: &'a [u8], width: usize, count: usize, runs: Option<std::slice::Iter<'a, u8>>) -> Result<Codes<'a>, String> {
+        let mut codes = Codes { planes, width, count, runs, coded: 0, ones: 0, fault: None };
+        codes.ones = codes.run().ok_or("bounded chunk: its run bytes end inside a run")?;
+        Ok(codes)
+    }
+
+    /// The length of the next run (0 without runs): bytes 255 add 255 each,
+    /// and the first byte below 255 adds its value and ends the run. None
+    /// when the bytes end first.
+    fn run(&mut self) -> Option<usize> {
+        let Some(bytes) = self.runs.as_mut() else { return Some(0) };
+        let mut ones = 0usize;
+        for &b in bytes {
+            ones += usize::from(b);
+            if b < 255 {
+                return Some(ones);
+            }
+        }
+        None
+    }
+
+    /// The next element's code; past the last one, or after a run the
+    /// bytes end inside, 1 and the fault kept for `finish`.
+    #[inline(always)]
+    fn next(&mut self) -> u32 {
+        if self.ones > 0 {
+            self.ones -= 1;
+            return 1;
+        }
+        if self.coded == self.count || self.fault.is_some() {
+            self.fault.get_or_insert(Fault::Short);
+            return 1;
+        }
+        let (j, planes, count) = (self.coded, self.planes, self.count);
+        let c = (1..self.width).fold(u32::from(planes[j]), |c, b| c | u32::from(planes[b * count + j]) << (8 * b));
+        self.coded += 1;
+        match self.run() {
+            Some(ones) => self.ones = ones,
+            None => self.fault = Some(Fault::OpenRun),
+        }
+        c
+    }
+
+    /// Whether the walk, over a chunk of `elems` elements, took exactly
+    /// every code and run byte.
+    fn finish(mut self, elems: usize) -> Result<(), String> {
+        let count = self.count;
+        match self.fault {
+            Some(Fault::OpenRun) => return Err("bounded chunk: its run bytes end inside a run".into()),
+            Some(Fault::Short) => return Err(format!("bounded chunk: zero runs and {count} codes do not make its {elems} elements")),
+            None => {}
+        }
+        if self.ones > 0 {
+            return Err(format!("bounded chunk: zero runs for more than its {elems} elements"));
+        }
+        if self.coded < count {
+            return Err("bounded chunk: codes left over after the last element".into());
+        }
+        if self.runs.as_mut().is_some_and(|r| r.next().is_some()) {
+            return Err(format!("bounded chunk: zero runs and {count} codes do not make its {elems} elements"));
+        }
+        Ok(())
+    }
+}
+
 /// The decoder's visit: each element from its code, or its outlier.
 struct Decoder<'a, T> {
-    /// Every element's code, in visit order, and how many were taken.
-    codes: &'a [u32],
-    j: usize,
+    codes: Codes<'a>,
     out: &'a mut [u8],
     exact: std::slice::ChunksExact<'a, u8>,
     /// Set when an outlier code finds no outlier left.
@@ -639,8 +686,7 @@ struct Decoder<'a, T> {
 impl<T: Float> Visit for Decoder<'_, T> {
     #[inline(always)]
     fn element(&mut self, p: f64, i: usize, l: usize) -> f64 {
-        let c = self.codes[self.j];
-        self.j += 1;
+        let c = self.codes.next();
         let at = &mut self.out[i * T::SIZE..(i + 1) * T::SIZE];
         if c == 0 {
             let Some(x) = self.exact.next() else {
@@ -1028,5 +1074,23 @@ mod tests {
         bad.extend_from_slice(&40u32.to_le_bytes());
         bad.extend_from_slice(&frame);
         assert!(decode::<f32>(&bad, &mut out).unwrap_err().contains("end inside a run"));
+        // A later run left open: run 0 of no codes 1, plane code 0, then a
+        // run the bytes end inside.
+        let mut payload = vec![0u8];
+        payload.extend_from_slice(&[255; 40]);
+        payload.push(7);
+        let frame = zstd::compress_shorter(&payload, 3).unwrap();
+        bad.truncate(HEADER_LEN - 8);
+        bad.extend_from_slice(&1u32.to_le_bytes());
+        bad.extend_from_slice(&41u32.to_le_bytes());
+        bad.extend_from_slice(&frame);
+        assert!(decode::<f32>(&bad, &mut out).unwrap_err().contains("end inside a run"));
+        // Runs and codes for fewer elements than the chunk has.
+        let frame = zstd::compress_shorter(&[[3u8; 40].as_slice(), &[1; 39]].concat(), 3).unwrap();
+        bad.truncate(HEADER_LEN - 8);
+        bad.extend_from_slice(&39u32.to_le_bytes());
+        bad.extend_from_slice(&40u32.to_le_bytes());
+        bad.extend_from_slice(&frame);
+        assert!(decode::<f32>(&bad, &mut out).unwrap_err().contains("do not make"));
     }
 }
