@@ -628,6 +628,23 @@ fn check_bounded(path: &std::path::Path, version: [u16; 2], created_by: &str, pr
     // The chunks are bounded streams, not the lossless fallback.
     let s = ds.variable_stats(0).unwrap();
     assert!(s.stored_bytes * 3 < s.raw_bytes, "{} stored bytes for {} raw", s.stored_bytes, s.raw_bytes);
+    // Of the predictor's method (SPEC.md 6.6): each stream's header holds
+    // the method, code width, flags and order, then the tolerance, found
+    // here by its bytes. Method 4's grades (flag bits 2 to 4) are not all 0.
+    let method = match predictor {
+        vds::Predictor::Lorenzo => 1,
+        vds::Predictor::Interpolation => 2,
+        vds::Predictor::Anchored => 3,
+        _ => 4,
+    };
+    let bytes = std::fs::read(path).unwrap();
+    let tol = AMPLITUDE_TOLERANCE.to_le_bytes();
+    let heads: Vec<&[u8]> = (4..bytes.len() - 8).filter(|&at| bytes[at..at + 8] == tol).map(|at| &bytes[at - 4..at]).collect();
+    assert!(heads.len() >= 4, "{} bounded streams found", heads.len());
+    assert!(heads.iter().all(|h| h[0] == method), "methods {:?}, expected {method}", heads.iter().map(|h| h[0]).collect::<Vec<_>>());
+    if method == 4 {
+        assert!(heads.iter().any(|h| h[2] >> 2 != 0), "every grade is 0");
+    }
     let d: Vec<f64> = ds.read_vec("depth", &Region::full(&[100]).unwrap(), Order::C).unwrap();
     for (x, &got) in d.iter().enumerate() {
         let want = depth_1_5(x as u64);
