@@ -330,11 +330,11 @@ fn corner<T: Float>(data: &[u8], n: [usize; 3], side: usize) -> (Vec<u8>, [usize
 /// the axis order `k` (an index into [`ORDERS`]), the kind, and the grade
 /// (method 4 only; else 0).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) struct Form {
-    pub(super) method: u8,
-    pub(super) k: u8,
-    pub(super) cubic: bool,
-    pub(super) g: u8,
+struct Form {
+    method: u8,
+    k: u8,
+    cubic: bool,
+    g: u8,
 }
 
 impl Form {
@@ -469,7 +469,7 @@ pub(super) fn encode<T: Float>(data: &[u8], n: [usize; 3], method: u8, tol: f64,
 }
 
 /// [`encode`] in the given form.
-pub(super) fn encode_with<T: Float>(data: &[u8], n: [usize; 3], form: Form, tol: f64, exact: &[u64], level: u8) -> Option<Vec<u8>> {
+fn encode_with<T: Float>(data: &[u8], n: [usize; 3], form: Form, tol: f64, exact: &[u64], level: u8) -> Option<Vec<u8>> {
     frame::<T>(&form.quantize::<T>(data, n, tol, exact), form, tol, level)
 }
 
