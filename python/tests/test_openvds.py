@@ -25,8 +25,9 @@ FORMAT_DTYPE = {"Format_U8": np.uint8, "Format_U16": np.uint16, "Format_U32": np
 def ovds_create(path, axes, channels, data, metadata=(), brick="BrickSize_32", margin=(0, 0)):
     """Writes an OpenVDS volume with openvds's page accessors: ``axes`` as (samples, name, unit, min, max),
     dimension 0 first; ``data[k]`` the values of channel k as a NumPy array in C order of the reversed
-    dimensions (per-trace channels: trace dimensions reversed, then the values of a trace); bricks with
-    ``margin`` (negative, positive), each page written whole, margins included."""
+    dimensions (per-trace channels: trace dimensions reversed, then the values of a trace; channels of
+    several components: one more axis, last, of the components); bricks with ``margin`` (negative,
+    positive), each page written whole, margins included."""
     layout = LD(getattr(LD.BrickSize, brick), margin[0], margin[1], 4, LD.LODLevels.LODLevels_None, LD.Options.Options_None)
     md = openvds.MetadataContainer()
     for category, name, kind, value in metadata:
@@ -41,6 +42,8 @@ def ovds_create(path, axes, channels, data, metadata=(), brick="BrickSize_32", m
             page = accessor.createPage(chunk)
             lo, hi = page.getMinMax()
             buf = np.array(page.getWritableBuffer(), copy=False)
+            if buf.dtype.names:  # several components: the fields of each record
+                buf = buf.view(buf.dtype[0])
             if channels[c].getMapping() == openvds.VolumeDataMapping.PerTrace:
                 box = tuple(slice(a, b) for a, b in zip(reversed(lo[1:ndim]), reversed(hi[1:ndim])))
                 block = values[box].reshape(buf.shape)
@@ -67,13 +70,16 @@ def ovds_read(path, channel):
         if cd.getMapping() == openvds.VolumeDataMapping.PerTrace:
             hi[0] = cd.getMappedValueCount()
         fmt = cd.getFormat()
+        comps = int(cd.getComponents().name.split("_")[1])
         manager = openvds.getAccessManager(handle)
         group = openvds.DimensionsND.Dimensions_012 if ndim >= 3 else openvds.DimensionsND.Dimensions_01
         data = manager.requestVolumeSubset((0,) * ndim, tuple(hi), dimensionsND=group, channel=channel, format=fmt).data
         shape = tuple(reversed(hi))
         if hi[0] == 1 and cd.getMapping() == openvds.VolumeDataMapping.PerTrace:
             shape = shape[:-1]
-        return np.array(data[: int(np.prod(hi))]).reshape(shape)
+        if comps > 1:
+            shape += (comps,)
+        return np.array(data[: int(np.prod(shape))]).reshape(shape)
     finally:
         openvds.close(handle)
 
@@ -91,7 +97,8 @@ def ovds_describe(path):
             channels.append({"name": cd.getName(), "format": cd.getFormat().name, "mapping": cd.getMapping().name,
                              "count": cd.getMappedValueCount(), "unit": cd.getUnit(),
                              "range": (cd.getValueRangeMin(), cd.getValueRangeMax()),
-                             "no_value": cd.getNoValue() if cd.isUseNoValue() else None, "discrete": cd.isDiscrete()})
+                             "no_value": cd.getNoValue() if cd.isUseNoValue() else None, "discrete": cd.isDiscrete(),
+                             "components": cd.getComponents().name})
         metadata = {}
         for k in layout.getMetadataKeys():
             v = getattr(layout, "getMetadata" + k.type.name)(k.category, k.name)
@@ -597,3 +604,69 @@ def test_margins_are_carried_both_ways(tmp_path, rng):
     described = ovds_describe(made_ovds)
     assert described["margin"] == (2, 2) and described["brick"] == "BrickSize_32", described
     np.testing.assert_array_equal(ovds_read(made_ovds, 0), values)
+
+
+def test_channels_of_several_components_convert_both_ways(tmp_path, rng):
+    """Vectors per sample (Components_2 and _4, direct and per trace) become variables with an axis of
+    components, last, and channels of as many components again; a libvds variable with such an axis
+    becomes one."""
+    ns, nx, ni = 40, 36, 9
+    amplitude = rng.standard_normal((ni, nx, ns)).astype(np.float32)
+    dip = rng.standard_normal((ni, nx, ns, 2)).astype(np.float32)
+    normal = rng.standard_normal((ni, nx, ns, 4))
+    picks = rng.integers(0, 60000, (ni, nx, 3, 4), dtype=np.uint16)
+    channels = [
+        CD(CD.Format.Format_R32, CD.Components.Components_1, "Amplitude", "", -4.0, 4.0),
+        CD(CD.Format.Format_R32, CD.Components.Components_2, "Dip", "deg", -4.0, 4.0),
+        CD(CD.Format.Format_R64, CD.Components.Components_4, "Normal", "", -4.0, 4.0, -999.0),
+        CD(CD.Format.Format_U16, CD.Components.Components_4, "Picks", "", 0.0, 60000.0, openvds.VolumeDataMapping.PerTrace,
+           3, CD.Flags.DiscreteData, 1.0, 0.0),
+    ]
+    axes = [(ns, "Sample", "ms", 0.0, 4.0 * (ns - 1)), (nx, "Crossline", "", 1.0, float(nx)), (ni, "Inline", "", 1.0, float(ni))]
+    path = str(tmp_path / "vectors.ovds")
+    ovds_create(path, axes, channels, [amplitude, dip, normal, picks])
+    for c, values in enumerate([amplitude, dip, normal, picks]):
+        np.testing.assert_array_equal(ovds_read(path, c), values)
+
+    out = vds.from_openvds(path, tmp_path / "vectors.vds", buffer_size=40 * 36 * 4 * 8)
+    with vds.open(out) as ds:
+        assert ds["Dip"].dims == ("Inline", "Crossline", "Sample", "Dip_components")
+        assert ds["Normal"].dims == ("Inline", "Crossline", "Sample", "Normal_components")
+        assert ds["Picks"].dims == ("Inline", "Crossline", "Picks_values", "Picks_components")
+        assert ds["Dip"].attrs["openvds"]["components"] == 2 and "components" not in ds["Amplitude"].attrs["openvds"]
+        assert ds["Normal"].dtype == np.float64 and ds["Normal"].no_value == -999.0
+        assert ds["Picks"].dtype == np.uint16
+        np.testing.assert_array_equal(ds["Amplitude"][...], amplitude)
+        np.testing.assert_array_equal(ds["Dip"][...], dip)
+        np.testing.assert_array_equal(ds["Normal"][...], normal)
+        np.testing.assert_array_equal(ds["Picks"][...], picks)
+        assert ds["Dip"].chunks == (9, 32, 32, 2)
+
+    back = vds.to_openvds(out, str(tmp_path / "back.ovds"))
+    described = {ch["name"]: ch for ch in ovds_describe(back)["channels"]}
+    assert [described[n]["components"] for n in ("Amplitude", "Dip", "Normal", "Picks")] == \
+        ["Components_1", "Components_2", "Components_4", "Components_4"]
+    assert described["Picks"]["mapping"] == "PerTrace" and described["Picks"]["count"] == 3
+    assert described["Normal"]["no_value"] == -999.0
+    for c, name in enumerate(ch["name"] for ch in ovds_describe(back)["channels"]):
+        np.testing.assert_array_equal(ovds_read(back, c), {"Amplitude": amplitude, "Dip": dip, "Normal": normal,
+                                                           "Picks": picks}[name])
+
+    # Written by libvds: a trailing axis of 2 samples beside the primary's axes is a channel of 2 components.
+    made = tmp_path / "made.lvds"
+    wind = rng.standard_normal((6, 7, 8, 2)).astype(np.float32)
+    with vds.create(made, [("y", 6), ("x", 7), ("t", 8), ("uv", 2)],
+                    {"speed": {"dtype": "float32", "dims": ["y", "x", "t"]},
+                     "wind": {"dtype": "float32", "dims": ["y", "x", "t", "uv"]}}) as ds:
+        ds["speed"][...] = np.hypot(wind[..., 0], wind[..., 1])
+        ds["wind"][...] = wind
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        made_ovds = vds.to_openvds(made, str(tmp_path / "made.ovds"), variables=["speed", "wind"])
+    assert [ch["components"] for ch in ovds_describe(made_ovds)["channels"]] == ["Components_1", "Components_2"]
+    np.testing.assert_array_equal(ovds_read(made_ovds, 1), wind)
+    # Unasked, the primary is the variable with the most axes that is not such a vector.
+    guessed = vds.to_openvds(made, str(tmp_path / "guessed.ovds"))
+    assert [(ch["name"], ch["components"]) for ch in ovds_describe(guessed)["channels"]] == \
+        [("speed", "Components_1"), ("wind", "Components_2")]
+    assert [a[1] for a in ovds_describe(guessed)["axes"]] == ["t", "x", "y"]

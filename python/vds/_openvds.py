@@ -51,9 +51,15 @@ How the two models meet:
   with the margin (a, b), so that the stored bricks are the same, and a
   3-D variable's margin becomes the volume's (its bricks its chunks with
   their margins, when that is an OpenVDS brick size).
+- **Components.** A channel of 2 or 4 components (a vector per sample)
+  becomes a variable with one more axis, last, named ``<channel>_components``
+  (the channel's ``openvds`` attribute says ``"components"``); back, such a
+  variable (or any variable on the primary's axes plus one of 2 or 4
+  samples) becomes a channel of that many components. A margin spans every
+  axis of a libvds variable, so such a variable has none (its values are
+  the same).
 - **Not carried:** 2-D tile layers, margins of 2-D and 4-D to 6-D volumes
-  (their values convert, without margins), and channels of more than one
-  component (refused).
+  (their values convert, without margins).
 """
 
 from __future__ import annotations
@@ -158,7 +164,8 @@ def from_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, co
     """Converts the OpenVDS volume ``src`` (a file path or any URL openvds opens) into a new container ``dst``.
 
     Every channel becomes a variable (per-trace channels such as
-    ``SEGYTraceHeader`` on the trace axes; dead traces of the ``Trace``
+    ``SEGYTraceHeader`` on the trace axes; a channel of 2 or 4 components
+    with an axis of them, last; dead traces of the ``Trace``
     channel missing in the first channel's mask), the axes are reversed into C order
     (OpenVDS (Sample, Crossline, Inline) becomes (Inline, Crossline, Sample))
     with names, units and coordinates, the level-0 bricks are copied and the
@@ -174,7 +181,7 @@ def from_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, co
 
     Raises :class:`NotFoundError` when ``src`` does not exist,
     :class:`InvalidArgumentError` when openvds cannot open it,
-    :class:`UnsupportedError` for channels of more than one component, and
+    :class:`UnsupportedError` for a channel format libvds has no dtype for, and
     :class:`AlreadyExistsError` when ``dst`` exists and ``overwrite`` is
     false. A failed conversion removes ``dst``.
     """
@@ -215,21 +222,23 @@ def from_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, co
         for c in range(layout.getChannelCount()):
             cd = layout.getChannelDescriptor(c)
             name = cd.getName()
-            if cd.getComponents().name != "Components_1":
-                raise UnsupportedError(f"{src_s}: channel {name!r} has {cd.getComponents().name}; only scalar channels convert")
+            comps = int(cd.getComponents().name.split("_")[1])
             fmt = cd.getFormat().name
             if fmt not in _FORMATS:
                 raise UnsupportedError(f"{src_s}: channel {name!r} has format {fmt}")
             per_trace = cd.getMapping().name == "PerTrace"
             count = cd.getMappedValueCount() if per_trace else 1
-            if per_trace:
-                dims = list(trace_dims)
-                if count > 1:
-                    extra = "header" if name == "SEGYTraceHeader" else f"{name}_values"
-                    axes.append({"name": extra, "size": count})
-                    dims.append(extra)
-            else:
-                dims = [a["name"] for a in axes[:ndim]]
+            grid = list(trace_dims) if per_trace else [a["name"] for a in axes[:ndim]]
+            dims = list(grid)
+            if count > 1:
+                extra = "header" if name == "SEGYTraceHeader" else f"{name}_values"
+                axes.append({"name": extra, "size": count})
+                dims.append(extra)
+            # A channel of 2 or 4 components (a vector per sample, interleaved) gets an axis of its own, last.
+            component_axis = f"{name}_components" if comps > 1 else None
+            if component_axis:
+                axes.append({"name": component_axis, "size": comps})
+                dims.append(component_axis)
             info = {
                 "format": fmt, "mapping": cd.getMapping().name, "mapped_value_count": count,
                 "value_range": [cd.getValueRangeMin(), cd.getValueRangeMax()], "unit": cd.getUnit(),
@@ -238,6 +247,8 @@ def from_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, co
                 "allow_lossy_compression": cd.isAllowLossyCompression(),
                 "use_zip_for_lossless_compression": cd.isUseZipForLosslessCompression(),
             }
+            if comps > 1:
+                info["components"] = comps
             dtype = _FORMATS[fmt]
             kept = saved.get("variables", {}).get(name, {})
             attrs = dict(kept.get("attrs", {}))
@@ -246,16 +257,17 @@ def from_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, co
             # variable, whose stored integers are the channel's and whose values the same
             # min + q * step (its no-value, if any, would need a value beyond the range: kept as integers).
             scale, offset = cd.getIntegerScale(), cd.getIntegerOffset()
-            quantized = (fmt in ("Format_U8", "Format_U16") and not per_trace and not cd.isDiscrete()
+            quantized = (fmt in ("Format_U8", "Format_U16") and not per_trace and comps == 1 and not cd.isDiscrete()
                          and not cd.isUseNoValue() and (scale, offset) != (1.0, 0.0) and scale > 0
                          and kept.get("dtype", "float32") == "float32")
             spec: dict[str, Any] = {
                 "dtype": "float32" if quantized else kept.get("dtype", dtype), "dims": dims, "unit": cd.getUnit(),
                 "codec": codec, "attrs": attrs,
-                "chunks": [min(edge if per_trace else edge - sum(margin), a["size"]) for a in axes
-                           if a["name"] in dims[:len(dims) - (count > 1)]] + ([count] if count > 1 else []),
+                "chunks": [min(edge if per_trace else edge - sum(margin), a["size"]) for a in axes if a["name"] in grid]
+                + ([count] if count > 1 else []) + ([comps] if comps > 1 else []),
             }
-            if margin != (0, 0) and not per_trace:
+            # A margin spans every axis of a variable: a channel of components keeps its values, not the margin.
+            if margin != (0, 0) and not per_trace and comps == 1:
                 spec["margin"] = list(margin)
             if quantized:
                 qmax = 255 if fmt == "Format_U8" else 65535
@@ -267,7 +279,7 @@ def from_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, co
                 full = (axes[ndim - 1 - descriptor.getFullResolutionDimension()]["name"]
                         if descriptor.isForceFullResolutionDimension() else None)
                 spec["lods"] = lod_levels + 1
-                spec["lod_axes"] = [d for d in dims if d != full]
+                spec["lod_axes"] = [d for d in grid if d != full]
                 exact = cd.isDiscrete() or (np.dtype(spec["dtype"]).kind in "biu" and not quantized)
                 spec["lod_method"] = "nearest" if exact else "average"
             if cd.isUseNoValue():
@@ -275,12 +287,12 @@ def from_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, co
             if "fill_value" in kept:
                 spec["fill_value"] = kept["fill_value"]
             variables[name] = spec
-            channels.append((c, name, fmt, per_trace, count, quantized))
+            channels.append((c, name, fmt, per_trace, count, quantized, comps))
         # OpenVDS marks the traces a survey lacks with 0 in its Trace channel: the first channel
         # gets a missing-value mask there (its values are kept beneath), so that vds export and
         # to_segy leave those traces out. The Trace channel is copied first, to read it from.
-        live = next((ch for ch in channels if ch[1] == "Trace" and ch[3] and ch[4] == 1), None)
-        masked = channels[0][1] if live is not None and ndim > 1 and not channels[0][3] else None
+        live = next((ch for ch in channels if ch[1] == "Trace" and ch[3] and ch[4] == 1 and ch[6] == 1), None)
+        masked = channels[0][1] if live is not None and ndim > 1 and not channels[0][3] and channels[0][6] == 1 else None
         if masked is not None:
             variables[masked]["mask"] = True
             channels.sort(key=lambda ch: ch is not live)
@@ -309,10 +321,11 @@ def from_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, co
         try:
             with create(dst_s, axes, variables, attrs, overwrite=overwrite, sync=sync) as out:
                 manager = ovds.getAccessManager(handle)
-                for c, name, fmt, per_trace, count, quantized in channels:
+                for c, name, fmt, per_trace, count, quantized, comps in channels:
                     mask_from = out["Trace"] if name == masked else None
                     target = out[name].stored if quantized else out[name]
-                    _copy_channel_in(ovds, manager, target, c, fmt, per_trace, count, ndim, buffer_size, src_s, mask_from)
+                    _copy_channel_in(ovds, manager, target, c, fmt, per_trace, count, comps, ndim, buffer_size, src_s,
+                                     mask_from)
                 if "segy" in derived and "Trace" in out and out["Trace"].ndim == ndim - 1:
                     # OpenVDS marks live traces in its Trace channel: count them, block by block.
                     live = _count_nonzero(out["Trace"], buffer_size)
@@ -336,9 +349,10 @@ def _libvds_metadata(layout: Any) -> dict[str, Any]:
     return {}
 
 
-def _copy_channel_in(ovds, manager, var, channel, fmt, per_trace, count, ndim, budget, src, live=None) -> None:
+def _copy_channel_in(ovds, manager, var, channel, fmt, per_trace, count, comps, ndim, budget, src, live=None) -> None:
     """Copies one channel's level-0 bricks into ``var``, block by block; with ``live`` (the Trace
-    variable), the traces where it is 0 are marked missing."""
+    variable), the traces where it is 0 are marked missing. The values of a channel of ``comps``
+    components come interleaved, the components fastest: the variable's last axis."""
     read_format = getattr(ovds.VolumeDataFormat, "Format_U8" if fmt == "Format_1Bit" else fmt)
     group = getattr(ovds.DimensionsND, _BRICK_GROUP.get(ndim, "Dimensions_012"))
     dtype = np.dtype(_FORMATS["Format_U8" if fmt == "Format_1Bit" else fmt])
@@ -346,15 +360,15 @@ def _copy_channel_in(ovds, manager, var, channel, fmt, per_trace, count, ndim, b
     stored = not hasattr(var, "chunks")
     base = var._var if stored else var
     shape = list(base.shape)
-    lead = len(shape) - (1 if count > 1 else 0)  # axes of the grid (trace axes for per-trace channels)
+    lead = len(shape) - (count > 1) - (comps > 1)  # axes of the grid (trace axes for per-trace channels)
     for start, box in _blocks(shape, list(base.chunks), dtype.itemsize, budget):
         # OpenVDS dimension 0 is the variable's last axis: the samples, or a per-trace channel's values.
         if per_trace:
             lo = [0] + list(reversed(start[:lead]))
             hi = [count] + [s + n for s, n in zip(reversed(start[:lead]), reversed(box[:lead]))]
         else:
-            lo = list(reversed(start))
-            hi = [s + n for s, n in zip(lo, reversed(box))]
+            lo = list(reversed(start[:lead]))
+            hi = [s + n for s, n in zip(lo, reversed(box[:lead]))]
         request = manager.requestVolumeSubset(tuple(lo), tuple(hi), dimensionsND=group, lod=0, channel=channel, format=read_format)
         if not request.waitForCompletion():
             raise VdsError(f"{src}: reading channel {base.name!r} at {lo}..{hi} failed: {request.errorMessage}")
@@ -479,7 +493,8 @@ def to_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, vari
     :func:`from_openvds` made; else the one with the most axes), the
     variables on the same axes, and per-trace variables on its leading axes
     (with one more axis for several values per trace, as the SEG-Y trace
-    headers). Other variables are left out with a warning, or refused when
+    headers); a variable with one more axis, of 2 or 4 samples, last, is a
+    channel of that many components. Other variables are left out with a warning, or refused when
     named in ``variables``. Axes are reversed (the last becomes OpenVDS
     dimension 0), a missing-value mask becomes a ``Trace`` channel, and
     ``segy`` and ``survey_coordinate_system`` attributes become SEGY and
@@ -538,7 +553,8 @@ def to_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, vari
                         LD.Options.Options_None, int(layout_kept.get("full_resolution_dimension", 0)))
         oaxes = [ovds.VolumeDataAxisDescriptor(ds.axes[d].size, d, ds.axes[d].unit, float(ds.axes[d].first),
                                                float(ds.axes[d].last)) for d in reversed(pdims)]
-        channels = [_channel_descriptor(ovds, ds, name, kind, count, budget=buffer_size) for name, kind, count in plan]
+        channels = [_channel_descriptor(ovds, ds, name, kind, count, comps, budget=buffer_size)
+                    for name, kind, count, comps in plan]
         metadata = _metadata_out(ovds, ds, kept, plan, pdims)
         method = getattr(ovds.CompressionMethod, _COMPRESSION[compression])
         try:
@@ -547,8 +563,8 @@ def to_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, vari
             raise InvalidArgumentError(f"{dst_s}: openvds cannot create the volume: {e}") from None
         try:
             manager = ovds.getAccessManager(handle)
-            for c, (name, kind, count) in enumerate(plan):
-                _copy_channel_out(ovds, manager, ds, c, plan[0][0] if kind == "mask" else name, kind, count, ndim)
+            for c, (name, kind, count, comps) in enumerate(plan):
+                _copy_channel_out(ovds, manager, ds, c, plan[0][0] if kind == "mask" else name, kind, count, comps, ndim)
             manager.flush()
         except BaseException:
             ovds.close(handle)
@@ -558,8 +574,13 @@ def to_openvds(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, vari
     return dst_s
 
 
-def _channel_plan(ds, names, src) -> list[tuple[str, str, int]]:
-    """(variable, "direct" | "trace" | "mask", values per trace) of every channel, the primary first."""
+def _channel_plan(ds, names, src) -> list[tuple[str, str, int, int]]:
+    """(variable, "direct" | "trace" | "mask", values per trace, components) of every channel, the primary first.
+
+    A variable with one axis more than a channel would have, of 2 or 4 samples, is a channel of that
+    many components (OpenVDS's Components_2 and Components_4); a per-trace variable's last axis is
+    its components only when :func:`from_openvds` said so (its ``openvds`` attribute), else its
+    values per trace."""
     attrs = ds.attrs
     segy = attrs.get("segy") if isinstance(attrs.get("segy"), dict) else {}
     if names is not None:
@@ -575,21 +596,35 @@ def _channel_plan(ds, names, src) -> list[tuple[str, str, int]]:
     else:
         firsts = [n for n in ds if isinstance(ds[n].attrs.get("openvds"), dict)
                   and ds[n].attrs["openvds"].get("mapping") == "Direct"]
-        primary = firsts[0] if firsts else max(ds, key=lambda n: (ds[n].ndim, -list(ds).index(n)), default=None)
+        # The one with the most axes, not counting a vector's (a variable on another's axes plus one of 2 or 4).
+        axes_of = {tuple(ds[n].dims) for n in ds}
+
+        def vector(n):
+            return ds[n].ndim > 1 and ds[n].shape[-1] in (2, 4) and tuple(ds[n].dims[:-1]) in axes_of
+
+        primary = firsts[0] if firsts else max(ds, key=lambda n: (not vector(n), ds[n].ndim, -list(ds).index(n)), default=None)
     if primary is None:
         raise InvalidArgumentError(f"{src} holds no variables")
     pdims = tuple(ds[primary].dims)
-    plan: list[tuple[str, str, int]] = [(primary, "direct", 1)]
+    plan: list[tuple[str, str, int, int]] = [(primary, "direct", 1, 1)]
     skipped = []
     for n in names[1:] if names is not None else [n for n in ds if n != primary]:
         v = ds[n]
         dims = tuple(v.dims)
+        info = v.attrs.get("openvds") if isinstance(v.attrs.get("openvds"), dict) else {}
+        # Components as from_openvds kept them, else those a trailing axis of 2 or 4 makes.
+        said = info.get("components") if info.get("components") in (2, 4) and v.shape[-1:] == (info.get("components"),) else None
+        last = v.shape[-1] if v.ndim and v.shape[-1] in (2, 4) else None
         if dims == pdims:
-            plan.append((n, "direct", 1))
+            plan.append((n, "direct", 1, 1))
         elif dims == pdims[:-1]:
-            plan.append((n, "trace", 1))
+            plan.append((n, "trace", 1, 1))
         elif len(dims) == len(pdims) and dims[:-1] == pdims[:-1]:
-            plan.append((n, "trace", v.shape[-1]))
+            plan.append((n, "trace", 1, said) if said else (n, "trace", v.shape[-1], 1))
+        elif last and dims[:-1] == pdims:
+            plan.append((n, "direct", 1, last))
+        elif said and len(dims) == len(pdims) + 1 and dims[:-2] == pdims[:-1]:
+            plan.append((n, "trace", v.shape[-2], said))
         elif names is not None:
             raise InvalidArgumentError(f"{src}: variable {n!r} on axes {dims} fits no OpenVDS channel beside {primary!r} on "
                                        f"{pdims}: a channel spans the same axes, or the leading ones (per trace)")
@@ -599,7 +634,7 @@ def _channel_plan(ds, names, src) -> list[tuple[str, str, int]]:
         warnings.warn(f"{src}: variables {skipped} fit no OpenVDS channel beside {primary!r} on {pdims} and are not converted",
                       stacklevel=3)
     if ds[primary].has_mask and "Trace" not in ds and len(pdims) > 1:
-        plan.append(("Trace", "mask", 1))
+        plan.append(("Trace", "mask", 1, 1))
     return plan
 
 
@@ -622,7 +657,7 @@ def _value_range(var, budget) -> tuple[Any, Any]:
     return (lo, hi) if lo < hi else (lo, lo + 1)
 
 
-def _channel_descriptor(ovds, ds, name, kind, count, budget):
+def _channel_descriptor(ovds, ds, name, kind, count, comps, budget):
     C = ovds.VolumeDataChannelDescriptor
     Flags = C.Flags
     if kind == "mask":
@@ -659,7 +694,8 @@ def _channel_descriptor(ovds, ds, name, kind, count, budget):
             flags = flag if flags == Flags.Default else ovds.operator_bor(flags, flag)
     mapping = ovds.VolumeDataMapping.PerTrace if kind == "trace" else ovds.VolumeDataMapping.Direct
     no_value = var.no_value
-    head = (getattr(ovds.VolumeDataFormat, fmt), ovds.VolumeDataComponents.Components_1, name, var.unit, lo, hi, mapping,
+    head = (getattr(ovds.VolumeDataFormat, fmt), getattr(ovds.VolumeDataComponents, f"Components_{comps}"), name, var.unit,
+            lo, hi, mapping,
             int(count), flags)
     scale = (float(info.get("integer_scale", 1.0)), float(info.get("integer_offset", 0.0)))
     if no_value is not None:
@@ -717,7 +753,7 @@ def _metadata_out(ovds, ds, kept, plan, pdims):
     # What OpenVDS has no place for: the container's own attributes and the variables' dtypes.
     attrs.pop("openvds", None)
     container = {"attrs": attrs, "variables": {}}
-    for name, kind, _ in plan:
+    for name, kind, _, _ in plan:
         if kind == "mask":
             continue
         v = ds[name]
@@ -728,8 +764,9 @@ def _metadata_out(ovds, ds, kept, plan, pdims):
     return md
 
 
-def _copy_channel_out(ovds, manager, ds, channel, name, kind, count, ndim) -> None:
-    """Writes one channel, brick by brick, from the container."""
+def _copy_channel_out(ovds, manager, ds, channel, name, kind, count, comps, ndim) -> None:
+    """Writes one channel, brick by brick, from the container (the components of a channel of
+    several from the variable's last axis)."""
     group = getattr(ovds.DimensionsND, _BRICK_GROUP.get(ndim, "Dimensions_012"))
     mode = ovds.VolumeDataPageAccessor.AccessMode.AccessMode_Create
     accessor = manager.createVolumeDataPageAccessor(group, 0, channel, 8, mode)
@@ -740,6 +777,7 @@ def _copy_channel_out(ovds, manager, ds, channel, name, kind, count, ndim) -> No
         buf = np.array(page.getWritableBuffer(), copy=False)
         if kind == "direct":
             box = tuple(slice(a, b) for a, b in zip(reversed(lo[:ndim]), reversed(hi[:ndim])))
+            box += (slice(None),) * (comps > 1)
             data = var.stored[box] if var.quantization is not None else var[box]
         else:
             trace_box = tuple(slice(a, b) for a, b in zip(reversed(lo[1:ndim]), reversed(hi[1:ndim])))
@@ -747,10 +785,14 @@ def _copy_channel_out(ovds, manager, ds, channel, name, kind, count, ndim) -> No
                 # A trace is live when any of its samples holds a value.
                 data = (~var.mask[trace_box + (slice(None),)].all(axis=-1)).astype(np.uint8)
             else:
-                data = var[trace_box + ((slice(None),) if count > 1 or var.ndim == ndim else ())]
-            data = data.reshape(data.shape[: ndim - 1] + (count,))
+                data = var[trace_box + (slice(None),) * (var.ndim - (ndim - 1))]
+            data = data.reshape(data.shape[: ndim - 1] + (count,) + ((comps,) if comps > 1 else ()))
         if data.dtype == np.bool_:
             data = data.astype(np.uint8)
+        if buf.dtype.names:
+            # Components are the fields of a page's records: seen as the values, a page row holds
+            # each sample's components in turn.
+            buf = buf.view(buf.dtype[0])
         # A page's rows may be padded (its strides say so): assign through its shape, never a reshape.
         buf[...] = data.reshape(buf.shape)
         page.release()
