@@ -289,6 +289,90 @@ def test_more_than_65535_samples_use_the_rev2_extended_count(tmp_path, rng):
         np.testing.assert_allclose(ds.axes["sample"].values[[0, -1]], [0.0, 0.5 * (ns - 1)])
 
 
+def rev2_with_extensions(path, rng, endian="big", ns=30, variable=False, count=2):
+    """A rev 2.1 file whose traces carry two trace header extensions (Trace Header Extension 1, then a
+    proprietary one), laid out byte by byte as the standard says (segyio writes none): CDP X/Y only
+    in Extension 1's doubles (bytes 161-176), its count of extensions (157-158) ``count`` and, for
+    ``variable`` lengths, the sample count only in its bytes 137-140, with the first trace 5 samples
+    short. Returns the samples in grid order, each trace's 720 header bytes, and the grid's world
+    origin and spacings."""
+    e = ">" if endian == "big" else "<"
+    ils, xls = [5, 6, 7], [20, 22, 24, 26]
+    vol = rng.standard_normal((len(ils), len(xls), ns)).astype(np.float32)
+    binary = bytearray(400)
+    struct.pack_into(e + "h", binary, 16, 4000)
+    struct.pack_into(e + "H", binary, 20, ns)
+    struct.pack_into(e + "h", binary, 24, 5)
+    struct.pack_into(e + "I", binary, 96, 0x01020304)
+    binary[300:302] = bytes([2, 1])
+    struct.pack_into(e + "h", binary, 302, 0 if variable else 1)
+    struct.pack_into(e + "i", binary, 306, 2)
+    origin, il_step, xl_step = (431000.25, 6348000.5), (25.0, 4.0), (1.5, 6.0)  # per inline / crossline number
+    parts = [b"C 1 SEG-Y rev 2.1 with trace header extensions".ljust(3200), bytes(binary)]
+    headers = np.zeros((len(ils), len(xls), 720), np.uint8)
+    for a, il in enumerate(ils):
+        for b, xl in enumerate(xls):
+            n = ns - 5 if variable and (a, b) == (0, 0) else ns
+            std = bytearray(240)
+            struct.pack_into(e + "i", std, 188, il)
+            struct.pack_into(e + "i", std, 192, xl)
+            struct.pack_into(e + "H", std, 114, 0 if variable else n)
+            struct.pack_into(e + "h", std, 116, 4000)
+            std[232:240] = b"SEG00000"
+            ext1 = bytearray(240)
+            struct.pack_into(e + "I", ext1, 136, n)
+            struct.pack_into(e + "H", ext1, 156, count)
+            struct.pack_into(e + "d", ext1, 160, origin[0] + (il - ils[0]) * il_step[0] + (xl - xls[0]) * xl_step[0])
+            struct.pack_into(e + "d", ext1, 168, origin[1] + (il - ils[0]) * il_step[1] + (xl - xls[0]) * xl_step[1])
+            ext1[232:240] = b"SEG00001"
+            ext2 = bytearray(rng.integers(0, 256, 240, dtype=np.uint8).tobytes())
+            ext2[232:240] = b"ACME0001"
+            head = bytes(std + ext1 + ext2)
+            headers[a, b] = np.frombuffer(head, np.uint8)
+            if n < ns:
+                vol[a, b, n:] = 0
+            parts += [head, vol[a, b, :n].astype(e + "f4").tobytes()]
+    path.write_bytes(b"".join(parts))
+    return vol, headers, (origin, il_step, xl_step)
+
+
+@pytest.mark.parametrize("endian,variable", [("big", False), ("little", False), ("big", True)])
+def test_rev2_trace_header_extensions_are_kept_and_written_back(tmp_path, rng, endian, variable):
+    """Trace header extensions ride with each trace's standard header in segy_trace_header, Extension 1 gives
+    the world coordinates (and a variable-length trace's sample count), and export writes the file back byte for
+    byte."""
+    path = tmp_path / "ext.sgy"
+    vol, headers, (origin, il_step, xl_step) = rev2_with_extensions(path, rng, endian, variable=variable)
+    out = vds.from_segy(path, tmp_path / "ext.vds")
+    with vds.open(out) as ds:
+        np.testing.assert_array_equal(ds["amplitude"][...], vol)
+        assert ds["segy_trace_header"].shape == (3, 4, 720)
+        np.testing.assert_array_equal(ds["segy_trace_header"][...], headers)
+        survey = ds.attrs["survey_coordinate_system"]
+        np.testing.assert_allclose(survey["origin"], origin)
+        np.testing.assert_allclose(survey["inline_spacing"], il_step)
+        np.testing.assert_allclose(survey["crossline_spacing"], xl_step)
+    vds.to_segy(out, tmp_path / "back.sgy")
+    assert (tmp_path / "back.sgy").read_bytes() == path.read_bytes()
+
+
+def test_rev2_trace_header_extensions_that_disagree_are_refused(tmp_path, rng):
+    path = tmp_path / "odd.sgy"
+    rev2_with_extensions(path, rng, count=3)
+    # Named: the first trace, and the byte of its Extension 1 that says 3.
+    with pytest.raises(vds.UnsupportedError, match=f"trace 1 \\(byte {3600 + 240 + 156}\\).* 3 trace header extensions.*"
+                                                   "says every trace has 2"):
+        vds.from_segy(path, tmp_path / "x.vds")
+    # A negative count, and more extensions than the file could hold, are malformed.
+    data = bytearray(path.read_bytes())
+    for count in (-1, 1 << 30):
+        data[3506:3510] = struct.pack(">i", count)
+        path.write_bytes(bytes(data))
+        with pytest.raises(vds.CorruptFileError, match="trace header"):
+            vds.from_segy(path, tmp_path / "x.vds")
+    assert not (tmp_path / "x.vds").exists()
+
+
 def big_segy(path, rng, ni=120, nx=120, ns=500):
     """A sorted post-stack file of ni x nx traces of ns IEEE floats, written with NumPy (quicker than segyio for
     tens of MB); the values are returned in grid order."""

@@ -11,7 +11,7 @@
 //! 3225 format i16          ...                    3261-3296 rev 2 extensions
 //! 3297 byte-order constant 0x01020304 (rev 2; 0 before)
 //! 3501 major rev u8  3502 minor rev u8  3503 fixed length i16
-//! 3505 extended textual headers i16  3507 additional trace headers i32
+//! 3505 extended textual headers i16  3507 additional trace headers i32 (rev 2)
 //! 3513 traces u64  3521 first trace offset u64
 //! ```
 
@@ -170,7 +170,13 @@ pub struct BinaryHeader {
     pub traces_in_file: u64,
     /// Byte offset of the first trace declared by rev 2 (0: not said).
     pub first_trace_offset: u64,
+    /// 240-byte trace header extensions after each trace's standard header
+    /// (rev 2, bytes 3507-3510; 0 before rev 2).
+    pub additional_headers: u32,
 }
+
+/// Position (1-based) of the count of trace header extensions in the binary header.
+pub const ADDITIONAL_HEADERS_POS: usize = 307;
 
 /// Position of the rev 2 byte-order constant within the binary header.
 const BYTE_ORDER_POS: usize = 97;
@@ -234,14 +240,11 @@ impl BinaryHeader {
             n if n >= 0 => Some(n as u32),
             n => return Err(Error::malformed(format!("{n} extended textual headers")).at(at(305))),
         };
-        let additional = get(307, FieldType::I32);
-        if revision.0 >= 2 && additional != 0 {
-            return Err(Error::new(
-                crate::ErrorKind::Unsupported,
-                format!("{additional} additional 240-byte trace headers per trace (rev 2 trace header extensions) are not read"),
-            )
-            .at(at(307)));
-        }
+        // Trace header extensions exist from rev 2 on; before, the bytes are unassigned.
+        let additional = if revision.0 >= 2 { get(307, FieldType::I32) } else { 0 };
+        let additional_headers = u32::try_from(additional).map_err(|_| {
+            Error::malformed(format!("{additional} additional 240-byte trace headers per trace (a count cannot be negative)")).at(at(307))
+        })?;
         let fixed_length = revision.0 < 2 || get(303, FieldType::I16) != 0;
         let (traces_in_file, first_trace_offset) =
             if revision.0 >= 2 { (endian.u64(&bytes[312..320]), endian.u64(&bytes[320..328])) } else { (0, 0) };
@@ -256,6 +259,7 @@ impl BinaryHeader {
             fixed_length,
             traces_in_file,
             first_trace_offset,
+            additional_headers,
         })
     }
 

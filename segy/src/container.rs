@@ -13,7 +13,9 @@
 //!   [cdp, sample] for a 2-D line, in the sample format's own type (IBM
 //!   floats as float32); with a missing-value mask when traces are missing.
 //! - `segy_trace_header`: uint8 [..., header=240], every trace header as in
-//!   the file (zeros where a trace is missing).
+//!   the file (zeros where a trace is missing); with rev 2 trace header
+//!   extensions, the header axis holds them too, after the standard header
+//!   (240 bytes more for each).
 //! - attribute `segy`: the textual headers (as text and as the file's
 //!   bytes), the binary header (named fields and bytes), byte order,
 //!   format, key byte positions, sorting and grid; attribute
@@ -309,7 +311,8 @@ pub fn builder<S: Source>(
     for a in axes {
         b.axis(a);
     }
-    b.axis(Axis::new(HEADER_AXIS, 240));
+    let header_bytes = file.header_bytes;
+    b.axis(Axis::new(HEADER_AXIS, header_bytes));
     let chunk = opts.chunk.clone().unwrap_or_else(|| default_chunk(g, ns));
     if chunk.len() != names.len() {
         return Err(Error::Invalid(format!("a chunk shape of {} extents for {} axes ({})", chunk.len(), names.len(), names.join(", "))));
@@ -328,7 +331,7 @@ pub fn builder<S: Source>(
     head_axes.push(HEADER_AXIS);
     let mut hb = VariableBuilder::new(TRACE_HEADERS, DType::UInt8, &head_axes);
     let mut hchunk = chunk[..chunk.len() - 1].to_vec();
-    hchunk.push(240);
+    hchunk.push(header_bytes);
     // The headers are bytes: a lossy codec asked for the amplitudes keeps them exact.
     hb.codec(lossless(opts.codec)).chunk(&hchunk);
     b.variable(&hb);
@@ -377,7 +380,8 @@ pub fn fill<S: Source>(
     let ndim = shape.len();
     let mut done = 0u64;
     let mut scratch = Vec::new();
-    let trace_len = 240 + (ns * file.format().size() as u64) as usize;
+    let hb = file.header_bytes as usize;
+    let trace_len = hb + (ns * file.format().size() as u64) as usize;
     // Runs of traces read at once: about 4 MiB.
     let run_max = (4usize << 20).div_ceil(trace_len);
     let mut run = buffer((run_max * trace_len) as u64)?;
@@ -392,10 +396,10 @@ pub fn fill<S: Source>(
         // fresh ones would be paged in anew each time.
         if buf.len() < (traces * ns * esize) as usize {
             buf = buffer(traces * ns * esize)?;
-            heads = buffer(traces * 240)?;
+            heads = buffer(traces * hb as u64)?;
         }
         let buf = &mut buf[..(traces * ns * esize) as usize];
-        let heads = &mut heads[..(traces * 240) as usize];
+        let heads = &mut heads[..traces as usize * hb];
         if masked {
             // Missing traces read zeros (the fill value) and zero headers.
             buf.fill(0);
@@ -438,8 +442,8 @@ pub fn fill<S: Source>(
             }
             for (j, tr) in bytes.chunks_exact(trace_len).enumerate() {
                 let t = live[k].0 + j;
-                heads[t * 240..(t + 1) * 240].copy_from_slice(&tr[..240]);
-                file.format().decode(file.binary.endian, &tr[240..], &mut buf[t * tbytes..(t + 1) * tbytes]);
+                heads[t * hb..(t + 1) * hb].copy_from_slice(&tr[..hb]);
+                file.format().decode(file.binary.endian, &tr[hb..], &mut buf[t * tbytes..(t + 1) * tbytes]);
             }
             k += n;
         }
@@ -452,7 +456,7 @@ pub fn fill<S: Source>(
         let mut hstart = start[..ndim - 1].to_vec();
         hstart.push(0);
         let mut hshape = bshape[..ndim - 1].to_vec();
-        hshape.push(240);
+        hshape.push(hb as u64);
         let hregion = Region::new(&hstart, &hshape)?;
         out.write_bytes(TRACE_HEADERS, &hregion, Order::C, heads)?;
         done += buf.len() as u64;
@@ -468,14 +472,15 @@ pub fn fill<S: Source>(
 fn read_trace<S: Source>(file: &SegyFile<S>, i: u64, dst: &mut [u8], scratch: &mut Vec<u8>) -> crate::Result<()> {
     if file.variable_length() {
         dst.fill(0);
-        let h = file.trace_header(i)?;
-        dst[..240].copy_from_slice(&h);
+        let h = file.trace_headers(i)?;
+        let hb = h.len();
+        dst[..hb].copy_from_slice(&h);
         let (at, ns) = file.locate(i)?;
         let n = (ns * file.format().size() as u64) as usize;
         scratch.clear();
         scratch.resize(n, 0);
-        Source::read_exact_at(file.source(), scratch, at + 240)?;
-        dst[240..240 + n].copy_from_slice(scratch);
+        Source::read_exact_at(file.source(), scratch, at + hb as u64)?;
+        dst[hb..hb + n].copy_from_slice(scratch);
         Ok(())
     } else {
         file.read_raw_traces(i, 1, dst)
@@ -555,6 +560,8 @@ struct Plan {
     by_crossline: bool,
     /// Trace headers from this variable, when kept.
     headers: Option<usize>,
+    /// Bytes of each trace's headers: 240, and 240 for each rev 2 extension kept.
+    header_bytes: u64,
     /// Traces of different lengths (rev 2): each written as long as its header says.
     variable: bool,
     positions: [usize; 3],
@@ -574,7 +581,7 @@ fn numbers(a: &vds::Axis) -> Vec<i32> {
 }
 
 /// Writes variable `v` of `src` as SEG-Y to `w`; `progress` gets the bytes
-/// of traces written.
+/// of samples written (as the variable holds them).
 ///
 /// # Errors
 /// [`Error::Invalid`] for a variable SEG-Y cannot hold (more than 4 axes,
@@ -618,7 +625,22 @@ pub fn export(src: &Dataset, v: &str, opts: &ExportOptions, w: &mut dyn Write, p
                 crate::binary::set_field(&mut binary, 25, crate::binary::FieldType::I16, endian, i64::from(format.code()));
             }
             let headers = src.variables().iter().position(|x| x.name() == s["trace_headers"].as_str().unwrap_or(TRACE_HEADERS));
-            let headers = headers.filter(|&h| src.variables()[h].shape()[..src.variables()[h].shape().len() - 1] == shape[..ndim - 1]);
+            let headers = headers.filter(|&h| {
+                let hs = src.variables()[h].shape();
+                hs[..hs.len() - 1] == shape[..ndim - 1] && hs[hs.len() - 1] % 240 == 0 && hs[hs.len() - 1] > 0
+            });
+            let header_bytes = headers.map_or(240, |h| *src.variables()[h].shape().last().unwrap_or(&240));
+            // The binary header says how many extensions follow each standard header (rev 2).
+            if binary[300] >= 2 || header_bytes > 240 {
+                let extensions = i64::try_from(header_bytes / 240 - 1).unwrap_or(0);
+                crate::binary::set_field(
+                    &mut binary,
+                    crate::binary::ADDITIONAL_HEADERS_POS,
+                    crate::binary::FieldType::I32,
+                    endian,
+                    extensions,
+                );
+            }
             let pos = |k: &str, d: usize| s[k].as_u64().map_or(d, |p| p as usize);
             Plan {
                 textual,
@@ -627,6 +649,7 @@ pub fn export(src: &Dataset, v: &str, opts: &ExportOptions, w: &mut dyn Write, p
                 format,
                 by_crossline: s["sorting"] == "crossline",
                 headers,
+                header_bytes,
                 variable: s["variable_length"] == Value::Bool(true),
                 positions: [pos("inline_byte", 189), pos("crossline_byte", 193), pos("offset_byte", 37)],
             }
@@ -656,6 +679,7 @@ pub fn export(src: &Dataset, v: &str, opts: &ExportOptions, w: &mut dyn Write, p
                 format,
                 by_crossline: false,
                 headers: None,
+                header_bytes: 240,
                 variable: false,
                 positions: [189, 193, 37],
             }
@@ -704,7 +728,8 @@ pub fn export(src: &Dataset, v: &str, opts: &ExportOptions, w: &mut dyn Write, p
         ])
     };
     let esize = var.dtype().size() as u64;
-    let per_trace = ns * esize + 240;
+    let hb = plan.header_bytes;
+    let per_trace = ns * esize + hb;
     // A slab is whole lines of the outer axis of the file's order.
     let (outer, inner) = if plan.by_crossline { (1, 0) } else { (0, 1) };
     let per_line = grid[inner] * grid[2] * per_trace;
@@ -741,8 +766,8 @@ pub fn export(src: &Dataset, v: &str, opts: &ExportOptions, w: &mut dyn Write, p
                 let mut hs = start[..ndim - 1].to_vec();
                 hs.push(0);
                 let mut hc = count[..ndim - 1].to_vec();
-                hc.push(240);
-                let mut b = buffer(n / ns * 240)?;
+                hc.push(hb);
+                let mut b = buffer(n / ns * hb)?;
                 src.read_bytes(h, &Region::new(&hs, &hc)?, Order::C, &mut b)?;
                 Some(b)
             }
@@ -765,12 +790,9 @@ pub fn export(src: &Dataset, v: &str, opts: &ExportOptions, w: &mut dyn Write, p
                         continue;
                     }
                     let cell = [il + if outer == 0 { o0 } else { 0 }, xl + if outer == 1 { o0 } else { 0 }, o];
-                    let header = match &heads {
-                        Some(hb) => {
-                            let mut h = [0u8; 240];
-                            h.copy_from_slice(&hb[t * 240..(t + 1) * 240]);
-                            h
-                        }
+                    let synthesised;
+                    let header: &[u8] = match &heads {
+                        Some(b) => &b[t * hb as usize..(t + 1) * hb as usize],
                         None => {
                             let (inl, crl) = (number(0, cell[0]), number(1, cell[1]));
                             let keys = TraceKeys {
@@ -783,16 +805,19 @@ pub fn export(src: &Dataset, v: &str, opts: &ExportOptions, w: &mut dyn Write, p
                                 delay: sample_axis.first().round().clamp(-32768.0, 32767.0) as i16,
                                 xy: xy(inl, crl),
                             };
-                            writer::trace_header(plan.endian, &keys, plan.positions)
+                            synthesised = writer::trace_header(plan.endian, &keys, plan.positions);
+                            &synthesised
                         }
                     };
                     let bytes = &data[t * (ns * esize) as usize..(t + 1) * (ns * esize) as usize];
                     plan.format.encode(plan.endian, bytes, &mut enc);
-                    let samples = if plan.variable { u64::from(plan.endian.u16(&header[114..116])).min(ns) } else { ns };
-                    w.write_all(&header).map_err(Error::Write)?;
+                    // A trace that says no count has the volume's (as the reader takes it).
+                    let said = crate::trace::samples(header, plan.endian);
+                    let samples = if plan.variable && said > 0 { said.min(ns) } else { ns };
+                    w.write_all(header).map_err(Error::Write)?;
                     w.write_all(&enc[..samples as usize * plan.format.size()]).map_err(Error::Write)?;
                     index += 1;
-                    done += per_trace;
+                    done += ns * esize;
                 }
             }
         }

@@ -13,6 +13,9 @@
 //!   naming both, never a silent overwrite.
 //! - A line whose traces all share one inline number is 2-D: its axes are
 //!   the trace position along the line (the crossline field) and samples.
+//! - World coordinates are CDP X/Y (bytes 181-188) with the coordinate
+//!   scalar applied; where both are 0 and the trace has rev 2's Trace Header
+//!   Extension 1, its double-precision CDP X/Y.
 //!
 //! Memory: the scan keeps 28 bytes per trace (its keys and CDP X/Y, for the
 //! fit and its misfit) and 8 bytes per grid cell, about 1 % of a file of
@@ -195,7 +198,10 @@ impl Geometry {
         for start in (0..file.traces).step_by(block as usize) {
             let count = block.min(file.traces - start);
             let headers = read_headers(file, start, count, &mut buf)?;
-            for h in headers.chunks_exact(trace::TRACE_HEADER_BYTES) {
+            for (t, h) in (start..).zip(headers.chunks_exact(file.header_bytes as usize)) {
+                if file.header_bytes > trace::TRACE_HEADER_BYTES as u64 {
+                    file.check_extensions(t, file.locate(t)?.0, h)?;
+                }
                 let il = if keys.two_d { 1 } else { trace::get_i32(h, keys.inline, e) };
                 let xl = trace::get_i32(h, keys.crossline, e);
                 let off = keys.offset.map_or(0, |p| trace::get_i32(h, p, e));
@@ -203,6 +209,8 @@ impl Geometry {
                 let scalar = trace::get_i16(h, trace::COORDINATE_SCALAR, e);
                 let x = trace::scaled(trace::get_i32(h, trace::CDP_X, e), scalar);
                 let y = trace::scaled(trace::get_i32(h, trace::CDP_Y, e), scalar);
+                // Rev 2's doubles, where the 32-bit fields say nothing.
+                let (x, y) = if x == 0.0 && y == 0.0 { trace::extended_cdp(h, e).unwrap_or((x, y)) } else { (x, y) };
                 coords.push((x, y));
             }
             if !progress(start + count) {
@@ -292,22 +300,24 @@ impl Geometry {
     }
 }
 
-/// Reads the headers of `count` traces from `start` into `buf`, 240 bytes each.
+/// Reads the headers of `count` traces from `start` into `buf`, the
+/// standard header and any extensions of each ([`SegyFile::header_bytes`]).
 /// Short traces of a fixed-length file are read together (one call for
 /// many headers); long ones header by header, to read no more than needed.
 fn read_headers<'a, S: Source>(file: &SegyFile<S>, start: u64, count: u64, buf: &'a mut Vec<u8>) -> Result<&'a [u8]> {
     buf.clear();
     let tb = file.trace_bytes();
-    if !file.variable_length() && tb <= 4 * trace::TRACE_HEADER_BYTES as u64 {
+    let hb = file.header_bytes as usize;
+    if !file.variable_length() && tb <= 4 * file.header_bytes {
         let mut all = vec![0u8; (count * tb) as usize];
         file.read_raw_traces(start, count, &mut all)?;
         for t in all.chunks_exact(tb as usize) {
-            buf.extend_from_slice(&t[..trace::TRACE_HEADER_BYTES]);
+            buf.extend_from_slice(&t[..hb]);
         }
         return Ok(buf);
     }
     for i in start..start + count {
-        buf.extend_from_slice(&file.trace_header(i)?);
+        buf.extend_from_slice(&file.trace_headers(i)?);
     }
     Ok(buf)
 }

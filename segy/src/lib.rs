@@ -35,7 +35,11 @@
 //! - Extended textual headers: a positive count in bytes 3505-3506 is
 //!   honoured in every revision (segyio writes it in rev 0 files too);
 //!   -1 ("ends with `((SEG: EndText))`") from rev 1 on.
-//! - Format 4 and rev 2 trace header extensions are refused as unsupported.
+//! - Format 4 is refused as unsupported. Rev 2 trace header extensions are
+//!   read when every trace has the number the binary header says (Trace
+//!   Header Extension 1 may say it per trace): they are kept with the
+//!   standard header, and give the sample count and CDP X/Y where the
+//!   standard header does not.
 //! - Geometry rules are in [`geometry`]'s documentation.
 //!
 //! ## Robustness

@@ -73,6 +73,9 @@ pub struct SegyFile<S: Source + ?Sized> {
     pub samples: u64,
     /// Number of traces.
     pub traces: u64,
+    /// Bytes of each trace's headers: 240, and 240 more for each trace
+    /// header extension (rev 2).
+    pub header_bytes: u64,
     /// For variable-length traces (rev 2): each trace's offset and sample count.
     variable: Option<Vec<(u64, u64)>>,
     source: S,
@@ -83,8 +86,7 @@ impl<S: Source> SegyFile<S> {
     ///
     /// # Errors
     /// `Io`; `Malformed` for a file too short for its headers, a sample
-    /// count of 0, a last trace cut short; `Unsupported` for format 4 or
-    /// rev 2 trace header extensions.
+    /// count of 0, a last trace cut short; `Unsupported` for format 4.
     pub fn open(source: S) -> Result<SegyFile<S>> {
         let len = source.size()?;
         let head = BINARY_HEADER_OFFSET + BINARY_HEADER_BYTES as u64;
@@ -140,17 +142,36 @@ impl<S: Source> SegyFile<S> {
             }
             offset = binary.first_trace_offset;
         }
-        let mut file =
-            SegyFile { textual, encoding, samples: binary.samples, binary, first_trace: offset, traces: 0, variable: None, source };
-        let size = file.binary.format.size() as u64;
         let data = len - offset;
+        // Extensions are counted against the file before anything is sized by them.
+        let extensions = u64::from(binary.additional_headers);
+        let header_bytes = (extensions + 1) * TRACE_HEADER_BYTES as u64;
+        if extensions > 0 && header_bytes > data {
+            return Err(Error::malformed(format!(
+                "the binary header announces {extensions} trace header extensions of 240 bytes per trace; \
+                 the {data} bytes after the file headers do not hold one trace's headers"
+            ))
+            .at(BINARY_HEADER_OFFSET + crate::binary::ADDITIONAL_HEADERS_POS as u64 - 1));
+        }
+        let mut file = SegyFile {
+            textual,
+            encoding,
+            samples: binary.samples,
+            binary,
+            first_trace: offset,
+            traces: 0,
+            header_bytes,
+            variable: None,
+            source,
+        };
+        let size = file.binary.format.size() as u64;
         if !file.binary.fixed_length {
             file.scan_variable(len)?;
             return Ok(file);
         }
-        if file.samples == 0 && data >= TRACE_HEADER_BYTES as u64 {
-            let h = file.raw_header(0)?;
-            file.samples = u64::from(file.binary.endian.u16(&h[trace::SAMPLES - 1..]));
+        if file.samples == 0 && data >= header_bytes {
+            let h = file.headers_at(file.first_trace)?;
+            file.samples = trace::samples(&h, file.binary.endian);
         }
         if file.samples == 0 {
             return Err(
@@ -160,15 +181,15 @@ impl<S: Source> SegyFile<S> {
         let trace_bytes = file
             .samples
             .checked_mul(size)
-            .and_then(|b| b.checked_add(TRACE_HEADER_BYTES as u64))
+            .and_then(|b| b.checked_add(header_bytes))
             .ok_or_else(|| Error::malformed(format!("{} samples per trace overflow", file.samples)))?;
         file.traces = data / trace_bytes;
         let rest = data % trace_bytes;
         if rest != 0 {
             let at = offset + file.traces * trace_bytes;
             return Err(Error::malformed(format!(
-                "the file ends {rest} bytes into this trace, which needs {trace_bytes} ({} samples of {size} bytes and a 240-byte header): \
-                 truncated, or the sample count or format is wrong",
+                "the file ends {rest} bytes into this trace, which needs {trace_bytes} ({} samples of {size} bytes and {header_bytes} \
+                 bytes of headers): truncated, or the sample count or format is wrong",
                 file.samples
             ))
             .trace(file.traces)
@@ -181,20 +202,24 @@ impl<S: Source> SegyFile<S> {
     /// trace header says its own sample count.
     fn scan_variable(&mut self, len: u64) -> Result<()> {
         let size = self.binary.format.size() as u64;
+        let hb = self.header_bytes;
         let mut at = self.first_trace;
         let mut index = Vec::new();
-        let mut h = [0u8; TRACE_HEADER_BYTES];
+        let mut h = vec![0u8; hb as usize];
         while at < len {
             let i = index.len() as u64;
-            if len - at < TRACE_HEADER_BYTES as u64 {
-                return Err(Error::malformed(format!("the file ends {} bytes into this trace's header", len - at)).trace(i).at(at));
+            if len - at < hb {
+                return Err(Error::malformed(format!("the file ends {} bytes into this trace's {hb} bytes of headers", len - at))
+                    .trace(i)
+                    .at(at));
             }
             self.source.read_exact_at(&mut h, at)?;
-            let mut ns = u64::from(self.binary.endian.u16(&h[trace::SAMPLES - 1..]));
+            self.check_extensions(i, at, &h)?;
+            let mut ns = trace::samples(&h, self.binary.endian);
             if ns == 0 {
                 ns = self.binary.samples;
             }
-            let end = at + TRACE_HEADER_BYTES as u64 + ns * size;
+            let end = at + hb + ns * size;
             if end > len {
                 return Err(Error::malformed(format!("the trace needs {ns} samples, the file ends before them")).trace(i).at(at));
             }
@@ -230,20 +255,43 @@ impl<S: Source> SegyFile<S> {
         }
         Ok(match &self.variable {
             Some(v) => v[i as usize],
-            None => {
-                let trace_bytes = TRACE_HEADER_BYTES as u64 + self.samples * self.binary.format.size() as u64;
-                (self.first_trace + i * trace_bytes, self.samples)
-            }
+            None => (self.first_trace + i * self.trace_bytes(), self.samples),
         })
     }
 
-    fn raw_header(&self, offset: u64) -> Result<[u8; TRACE_HEADER_BYTES]> {
-        let mut h = [0u8; TRACE_HEADER_BYTES];
-        self.source.read_exact_at(&mut h, self.first_trace + offset)?;
+    /// The headers (standard and extensions) of the trace at byte `at`.
+    fn headers_at(&self, at: u64) -> Result<Vec<u8>> {
+        let mut h = vec![0u8; self.header_bytes as usize];
+        self.source.read_exact_at(&mut h, at).map_err(|e| Error::from(e).at(at))?;
         Ok(h)
     }
 
-    /// The 240 bytes of trace `i`'s header, as in the file.
+    /// Checks that trace `i` (its headers `headers`, at byte `at`) has the
+    /// trace header extensions the binary header announces: Trace Header
+    /// Extension 1 may say how many a trace has, and traces with fewer or
+    /// more than the others are not read (their lengths would differ).
+    ///
+    /// # Errors
+    /// `Unsupported` naming the trace and byte where it says otherwise.
+    pub fn check_extensions(&self, i: u64, at: u64, headers: &[u8]) -> Result<()> {
+        let want = self.binary.additional_headers;
+        let Some(ext) = headers.get(TRACE_HEADER_BYTES..).filter(|_| want > 0) else { return Ok(()) };
+        let said = crate::binary::field_i64(ext, trace::EXT_COUNT, crate::binary::FieldType::U16, self.binary.endian).unwrap_or(0);
+        if said != 0 && said != i64::from(want) {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "the trace says it has {said} trace header extensions (Trace Header Extension 1, bytes 157-158), \
+                     where the binary header says every trace has {want}: traces with differing extensions are not read"
+                ),
+            )
+            .trace(i)
+            .at(at + (TRACE_HEADER_BYTES + trace::EXT_COUNT - 1) as u64));
+        }
+        Ok(())
+    }
+
+    /// The 240 bytes of trace `i`'s standard header, as in the file.
     ///
     /// # Errors
     /// As [`SegyFile::locate`]; `Io`.
@@ -252,6 +300,16 @@ impl<S: Source> SegyFile<S> {
         let mut h = [0u8; TRACE_HEADER_BYTES];
         self.source.read_exact_at(&mut h, at).map_err(|e| Error::from(e).trace(i).at(at))?;
         Ok(h)
+    }
+
+    /// Every header of trace `i` as in the file: the standard one and its
+    /// extensions ([`SegyFile::header_bytes`] bytes).
+    ///
+    /// # Errors
+    /// As [`SegyFile::locate`]; `Io`.
+    pub fn trace_headers(&self, i: u64) -> Result<Vec<u8>> {
+        let (at, _) = self.locate(i)?;
+        self.headers_at(at).map_err(|e| e.trace(i))
     }
 
     /// Reads `n` consecutive traces from trace `first`, headers and samples
@@ -273,9 +331,9 @@ impl<S: Source> SegyFile<S> {
         self.source.read_exact_at(buf, at).map_err(|e| Error::from(e).trace(first).at(at))
     }
 
-    /// Bytes of one trace, header included (fixed-length files).
+    /// Bytes of one trace, headers included (fixed-length files).
     pub fn trace_bytes(&self) -> u64 {
-        TRACE_HEADER_BYTES as u64 + self.samples * self.binary.format.size() as u64
+        self.header_bytes + self.samples * self.binary.format.size() as u64
     }
 
     /// Reads trace `i`'s samples `start..start + dst.len() / native_size`
@@ -298,7 +356,7 @@ impl<S: Source> SegyFile<S> {
         let have = ns.saturating_sub(start).min(n);
         scratch.clear();
         scratch.resize(have as usize * f.size(), 0);
-        let from = at + TRACE_HEADER_BYTES as u64 + start * f.size() as u64;
+        let from = at + self.header_bytes + start * f.size() as u64;
         self.source.read_exact_at(scratch, from).map_err(|e| Error::from(e).trace(i).at(from))?;
         f.decode(self.binary.endian, scratch, dst);
         Ok(())

@@ -1,6 +1,16 @@
 //! The 240-byte trace header: the standard's named fields (positions
 //! counted from 1 within the header, as SEG-Y and segyio count them), and
 //! reading and writing a field in the file's byte order.
+//!
+//! From rev 2 a trace may carry 240-byte trace header extensions after its
+//! standard header (as many as binary header bytes 3507-3510 say). The
+//! first, Trace Header Extension 1, is standardised; the fields read here
+//! (positions counted from 1 within the extension):
+//! ```text
+//! 137 samples in this trace u32 (when bytes 115-116 cannot hold it)
+//! 157 trace header extensions of this trace u16 (0: as the binary header says)
+//! 161 CDP X f64     169 CDP Y f64     233 name "SEG00001" (8 bytes)
+//! ```
 
 use crate::binary::{field_i64, set_field, Field, FieldType};
 use crate::format::Endian;
@@ -36,6 +46,34 @@ pub const CDP_Y: usize = 185;
 pub const INLINE: usize = 189;
 /// Trace header byte of the crossline number (rev 1 and later).
 pub const CROSSLINE: usize = 193;
+
+/// Position in Trace Header Extension 1 of the trace's sample count (u32).
+pub const EXT_SAMPLES: usize = 137;
+/// Position in Trace Header Extension 1 of the trace's count of extensions (u16).
+pub const EXT_COUNT: usize = 157;
+/// Position in Trace Header Extension 1 of the CDP X coordinate (f64, unscaled).
+pub const EXT_CDP_X: usize = 161;
+/// Position in Trace Header Extension 1 of the CDP Y coordinate (f64, unscaled).
+pub const EXT_CDP_Y: usize = 169;
+
+/// The samples of a trace from its headers (the standard one, then any
+/// extensions): bytes 115-116, or when they say 0 the extended count of
+/// Trace Header Extension 1; 0 when neither says.
+pub fn samples(headers: &[u8], endian: Endian) -> u64 {
+    let short = field_i64(headers, SAMPLES, FieldType::U16, endian).unwrap_or(0) as u64;
+    match headers.get(TRACE_HEADER_BYTES..) {
+        Some(ext) if short == 0 => field_i64(ext, EXT_SAMPLES, FieldType::U32, endian).unwrap_or(0) as u64,
+        _ => short,
+    }
+}
+
+/// The CDP X and Y coordinates of Trace Header Extension 1 (doubles, no
+/// scalar), when the headers have one and it holds them.
+pub fn extended_cdp(headers: &[u8], endian: Endian) -> Option<(f64, f64)> {
+    let ext = headers.get(TRACE_HEADER_BYTES..)?;
+    let f = |pos| crate::binary::field_f64(ext, pos, FieldType::F64, endian).filter(|v| v.is_finite());
+    Some((f(EXT_CDP_X)?, f(EXT_CDP_Y)?)).filter(|&(x, y)| x != 0.0 || y != 0.0)
+}
 
 /// The named fields of a trace header.
 pub const TRACE_FIELDS: &[Field] = &[

@@ -80,7 +80,7 @@ fn sample_range(file: &SegyFile<File>, input: &str, quiet: bool, left: &str) -> 
             let raw = &mut raw[..(n * trace) as usize];
             file.read_raw_traces(i, n, raw).map_err(err)?;
             for t in raw.chunks_exact(trace as usize) {
-                format.decode(file.binary.endian, &t[240..], &mut samples);
+                format.decode(file.binary.endian, &t[file.header_bytes as usize..], &mut samples);
                 range.add(dtype, &samples, None);
             }
             i += n;

@@ -24,9 +24,8 @@ pub fn export(args: &Args, src: &Dataset, input: &str, output: &str, dest: &Dest
     let file = std::fs::File::create(dest.temp()).map_err(at(output))?;
     let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
     let shape = src.variables().iter().find(|x| x.name() == v).map(|x| x.shape().to_vec()).unwrap_or_default();
-    let ns = shape.last().copied().unwrap_or(0);
     let esize = src.variables().iter().find(|x| x.name() == v).map_or(0, |x| x.dtype().size() as u64);
-    let total = shape.iter().product::<u64>() / ns.max(1) * (ns * esize + 240);
+    let total = shape.iter().product::<u64>() * esize;
     let mut progress = Progress::new(&format!("exporting {v}"), total, args.flag("quiet"));
     container::export(src, &v, &opts, &mut w, &mut |n| {
         progress.set(n);
