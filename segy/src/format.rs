@@ -223,13 +223,7 @@ impl SampleFormat {
         let swap = (endian == Endian::Big) == cfg!(target_endian = "little");
         // One loop per case, the match outside it: this runs on every sample.
         match self {
-            SampleFormat::IbmFloat32 => {
-                for (s, d) in src.chunks_exact(4).zip(dst.chunks_exact_mut(4)) {
-                    let bits = [s[0], s[1], s[2], s[3]];
-                    let v = if endian == Endian::Big { u32::from_be_bytes(bits) } else { u32::from_le_bytes(bits) };
-                    d.copy_from_slice(&ibm::ibm_to_ieee(v).to_ne_bytes());
-                }
-            }
+            SampleFormat::IbmFloat32 => ibm::decode(endian, src, dst),
             SampleFormat::Int24 | SampleFormat::UInt24 => {
                 for (s, d) in src.chunks_exact(3).zip(dst.chunks_exact_mut(4)) {
                     let (hi, mid, lo) = match endian {
@@ -262,12 +256,11 @@ impl SampleFormat {
     /// formats keep the low 24 bits.
     pub fn encode(self, endian: Endian, src: &[u8], dst: &mut [u8]) {
         let (size, native) = (self.size(), self.native_size());
+        if self == SampleFormat::IbmFloat32 {
+            return ibm::encode(endian, src, dst);
+        }
         for (s, d) in src.chunks_exact(native).zip(dst.chunks_exact_mut(size)) {
             match self {
-                SampleFormat::IbmFloat32 => {
-                    let v = u32::from_ne_bytes([s[0], s[1], s[2], s[3]]);
-                    d.copy_from_slice(&endian.put_u32(ibm::ieee_to_ibm(v)));
-                }
                 SampleFormat::Int24 | SampleFormat::UInt24 => {
                     let v = u32::from_ne_bytes([s[0], s[1], s[2], s[3]]).to_be_bytes();
                     match endian {
