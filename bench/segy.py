@@ -11,7 +11,9 @@ blocks: the rate nothing that reads the whole file can beat. vds runs as a
 subprocess (the release binary, built first), and its peak resident memory
 is the child's (from /usr/bin/time). vds fsyncs what it writes (its
 destination appears only when complete and durable); h5py and zarr do not,
-so h5py is also timed with an fsync. Output: a Markdown table.
+so h5py is also timed with an fsync. Before every timed run the page
+cache's dirty pages are written out (sync, untimed). Output: a Markdown
+table.
 """
 import argparse
 import os
@@ -46,6 +48,9 @@ VDS = os.path.join(ROOT, "target", "release", "vds")
 def median_time(fn, runs):
     times = []
     for _ in range(runs):
+        # Dirty pages of the runs before (hundreds of MiB) are written out first, untimed:
+        # otherwise a run that fsyncs waits for its predecessors' writeback.
+        os.sync()
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
