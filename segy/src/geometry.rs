@@ -223,11 +223,16 @@ impl Geometry {
         let cells = inlines.count as u128 * crosslines.count as u128 * offsets.map_or(1, |o| o.count) as u128;
         let limit = 16 * file.traces as u128 + (1 << 20);
         if cells > limit {
+            // The trace that stretches the longer axis most: its largest number there.
+            let (axis, pos) = if inlines.count >= crosslines.count { (0, keys.inline) } else { (1, keys.crossline) };
+            let worst = (0..k.len()).max_by_key(|&t| k[t][axis]).unwrap_or(0);
+            let (at, _) = file.locate(worst as u64)?;
             return Err(Error::new(
                 ErrorKind::Geometry,
                 format!(
                     "inlines {}..{} (step {}), crosslines {}..{} (step {}){} make {cells} grid cells for {} traces: \
-                     trace header bytes {} and {} are probably not the inline and crossline numbers (see --inline-byte, --crossline-byte)",
+                     trace header bytes {} and {} are probably not the inline and crossline numbers (see --inline-byte, --crossline-byte); \
+                     the largest {} number, {}, is this trace's",
                     inlines.first,
                     inlines.last(),
                     inlines.step,
@@ -237,9 +242,13 @@ impl Geometry {
                     offsets.map_or(String::new(), |o| format!(", offsets {}..{} (step {})", o.first, o.last(), o.step)),
                     file.traces,
                     keys.inline,
-                    keys.crossline
+                    keys.crossline,
+                    ["inline", "crossline"][axis],
+                    k[worst][axis]
                 ),
-            ));
+            )
+            .trace(worst as u64)
+            .at(at + pos as u64 - 1));
         }
         let no = offsets.map_or(1, |o| o.count);
         let cell_of = |t: &[i32; 3]| {

@@ -112,7 +112,9 @@ fn zero_samples_and_absurd_counts_are_errors() {
     let mut z = f.clone();
     z[3220..3222].fill(0);
     z[3600 + 114..3600 + 116].fill(0);
-    assert!(open_err(&z).to_string().contains("0 samples per trace"));
+    let e = open_err(&z);
+    assert!(e.to_string().contains("0 samples per trace"), "{e}");
+    assert_eq!(e.offset(), Some(3220), "the binary header's count: {e}");
     // 32,767 extended textual headers announced in a small file.
     let mut x = f.clone();
     x[3504..3506].copy_from_slice(&0x7fffu16.to_be_bytes());
@@ -139,7 +141,11 @@ fn duplicates_and_gridless_numbers_are_geometry_errors() {
     assert!(e.to_string().contains("duplicate trace: inline 10, crossline 20, as trace 1"), "{e}");
     // Inline numbers far apart make a grid far larger than the traces.
     f[t2 + 188..t2 + 192].copy_from_slice(&2_000_000_000i32.to_be_bytes());
-    assert!(open_err(&f).to_string().contains("are probably not the inline and crossline numbers"));
+    let e = open_err(&f);
+    assert!(e.to_string().contains("are probably not the inline and crossline numbers"), "{e}");
+    // Named: the trace with the far number, and the byte holding it.
+    assert!(e.to_string().contains("the largest inline number, 2000000000, is this trace's"), "{e}");
+    assert_eq!((e.trace_number(), e.offset()), (Some(2), Some(t2 as u64 + 188)));
     // Key positions outside the header.
     let file = SegyFile::open(&f[..]).unwrap();
     let bad = KeyBytes { inline: 238, ..KeyBytes::default() };
