@@ -604,6 +604,68 @@ fn raw_binary_imports_in_either_order_and_byte_order() {
     assert!(!dir.join("b.vds").exists());
 }
 
+/// Runs `vds ARGS` in `dir` with blocks of 1 MiB and returns its peak
+/// resident memory in KiB. A fresh Python runs it and reports its child's
+/// peak: a child spawned by this test would inherit the test's pages, and
+/// one of a Python that had held large arrays, theirs.
+fn peak_kib_in_1mib_blocks(dir: &Path, args: &[&str]) -> u64 {
+    let list = args.iter().map(|a| format!("{a:?}")).collect::<Vec<_>>().join(", ");
+    let report = python(
+        dir,
+        &format!(
+            r#"
+import os, resource, subprocess
+env = dict(os.environ, VDS_BLOCK_BYTES=str(1 << 20))
+env.pop("VDS_PROGRESS", None)
+r = subprocess.run(["{vds}", {list}], env=env, capture_output=True)
+assert r.returncode == 0, r.stderr
+assert r.stderr == b"", "no progress bar when standard error is not a terminal: %r" % r.stderr
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"#,
+            vds = env!("CARGO_BIN_EXE_vds")
+        ),
+    );
+    report.trim().parse().unwrap()
+}
+
+/// A SEG-Y file of 104 MB (24,576 traces of 1,000 IEEE floats) imported
+/// with a block budget of 1 MiB: the import streams, holding one block of
+/// whole chunk rows (64 x 64 traces, 16 MiB), never the file.
+#[test]
+fn segy_import_streams_in_bounded_memory() {
+    let dir = scratch("segy-memory");
+    let (ni, nx, ns) = (96u64, 256u64, 1000u64);
+    // The file is written with NumPy, byte by byte as the standard lays it out;
+    // Python then runs the import and reports its peak resident memory.
+    python(
+        &dir,
+        &format!(
+            r#"
+import numpy as np
+ni, nx, ns = {ni}, {nx}, {ns}
+binary = np.zeros(400, np.uint8)
+for at, value, kind in ((16, 4000, ">i2"), (20, ns, ">u2"), (24, 5, ">i2")):
+    binary[at:at + 2] = np.frombuffer(np.array(value, kind).tobytes(), np.uint8)
+heads = np.zeros((ni * nx, 240), np.uint8)
+heads[:, 188:192] = np.repeat(np.arange(1, ni + 1), nx).astype(">i4").view(np.uint8).reshape(-1, 4)
+heads[:, 192:196] = np.tile(np.arange(1, nx + 1), ni).astype(">i4").view(np.uint8).reshape(-1, 4)
+heads[:, 114:116] = np.frombuffer(np.array(ns, ">u2").tobytes(), np.uint8)
+samples = (np.arange(ni * nx * ns, dtype=np.int64) % 65521).astype(">f4").view(np.uint8).reshape(ni * nx, ns * 4)
+with open("big.sgy", "wb") as f:
+    f.write(b" " * 3200 + binary.tobytes() + np.concatenate([heads, samples], axis=1).tobytes())
+"#
+        ),
+    );
+    let rss_kib = peak_kib_in_1mib_blocks(&dir, &["import", "big.sgy", "big.vds", "--codec", "none"]);
+    let file_bytes = std::fs::metadata(dir.join("big.sgy")).unwrap().len();
+    let ds = Dataset::open(dir.join("big.vds")).unwrap();
+    let got: Vec<f32> = ds.read_vec("amplitude", &Region::full(&[ni, nx, ns]).unwrap(), Order::C).unwrap();
+    assert!(got.iter().enumerate().all(|(i, &v)| v == (i as u64 % 65521) as f32), "the imported samples differ");
+    eprintln!("SEG-Y import of {file_bytes} bytes in 1 MiB blocks: peak resident memory {rss_kib} KiB");
+    assert!(rss_kib * 1024 < file_bytes / 2, "importing {file_bytes} bytes peaked at {rss_kib} KiB");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn copy_rechunks_and_recompresses_in_bounded_memory() {
     let dir = scratch("copy");
@@ -621,24 +683,8 @@ fn copy_rechunks_and_recompresses_in_bounded_memory() {
     ds.write("amp", &Region::full(&[n0, n1, n2]).unwrap(), Order::C, &data).unwrap();
     ds.close().unwrap();
     // 96 MiB of data moved in 1 MiB blocks: the copy's peak memory stays far
-    // below the data. Python runs the copy and reports its children's peak
-    // resident memory (a child spawned by this test would inherit the test's).
-    let report = python(
-        &dir,
-        &format!(
-            r#"
-import os, resource, subprocess
-env = dict(os.environ, VDS_BLOCK_BYTES=str(1 << 20))
-env.pop("VDS_PROGRESS", None)
-r = subprocess.run(["{}", "copy", "src.vds", "dst.vds", "--chunk", "8,64,256", "--codec", "deflate:3"], env=env, capture_output=True)
-assert r.returncode == 0, r.stderr
-assert r.stderr == b"", "no progress bar when standard error is not a terminal: %r" % r.stderr
-print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-"#,
-            env!("CARGO_BIN_EXE_vds")
-        ),
-    );
-    let rss_kib: u64 = report.trim().parse().unwrap();
+    // below the data.
+    let rss_kib = peak_kib_in_1mib_blocks(&dir, &["copy", "src.vds", "dst.vds", "--chunk", "8,64,256", "--codec", "deflate:3"]);
     let ds = Dataset::open(dir.join("dst.vds")).unwrap();
     assert_eq!(ds.variables()[0].chunk_shape(), &[8, 64, 256]);
     assert_eq!(ds.attributes()["survey"], "copy");
