@@ -3,16 +3,26 @@
 Volumes are written here with the openvds package (OpenVDS+), converted, and
 every value, axis and metadata item compared with what openvds reads, both
 ways and through round trips. The openvds package is a test dependency
-(.ci/deps.sh installs it); these tests never skip.
+(.ci/deps.sh installs it); where it is missing, this module installs it into
+the running environment (the version .ci/deps.sh pins): these tests never skip.
 """
 
 import base64
+import importlib
 import json
+import subprocess
+import sys
 import warnings
 
 import numpy as np
-import openvds
 import pytest
+
+try:
+    import openvds
+except ImportError:
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "openvds==3.4.9"])
+    importlib.invalidate_caches()
+    import openvds
 
 import vds
 
@@ -277,22 +287,30 @@ def test_to_openvds_from_numpy_values(tmp_path, rng):
             {"name": "z", "size": 70, "unit": "ms", "first": 0.0, "last": 276.0}]
     variables = {n: {"dtype": n, "dims": ["x", "y", "z"], "chunks": [8, 16, 32]} for n in arrays}
     variables["flags"] = {"dtype": "bool", "dims": ["x", "y", "z"]}
+    # A no-value, where the survey has none: the channel's no-value, left out of its value range.
+    gaps = arrays["float32"].copy()
+    gaps[flags] = -999.25
+    variables["gaps"] = {"dtype": "float32", "dims": ["x", "y", "z"], "no_value": -999.25}
     with vds.create(path, axes, variables, attrs={"survey": "synthetic", "n": 3}) as ds:
         for n, a in arrays.items():
             ds[n][...] = a
         ds["flags"][...] = flags
+        ds["gaps"][...] = gaps
         ds["int16"].attrs["scale"] = 0.5
     out = vds.to_openvds(path, str(tmp_path / "numpy.ovds"), brick_size=32, buffer_size=64 << 10, compression="zip")
     ref = ovds_describe(out)
     assert ref["axes"][0] == (70, "z", "ms", 0.0, 276.0)
     assert ref["axes"][2] == (21, "x", "m", 10.0, 30.0)
     names = [c["name"] for c in ref["channels"]]
-    assert names == list(arrays) + ["flags"]
+    assert names == list(arrays) + ["flags", "gaps"]
+    assert [c["no_value"] for c in ref["channels"]] == [None] * (len(names) - 1) + [-999.25]
     for c, name in enumerate(names):
         values = ovds_read(out, c)
-        expected = flags if name == "flags" else arrays[name]
+        expected = {"flags": flags, "gaps": gaps}.get(name, arrays.get(name))
         # Signed integers are widened to floats, exactly; the rest keep their type.
         np.testing.assert_array_equal(values, expected.astype(values.dtype))
+        if name == "gaps":
+            expected = arrays["float32"][~flags]  # the range of the values, not the no-value
         lo, hi = ref["channels"][c]["range"]
         assert (lo, hi) == pytest.approx((float(expected.min()), float(expected.max())), rel=1e-6)
     # And back: dtypes and attributes return.
@@ -304,6 +322,8 @@ def test_to_openvds_from_numpy_values(tmp_path, rng):
             assert ds[n].dtype == a.dtype
             np.testing.assert_array_equal(ds[n][...], a)
         np.testing.assert_array_equal(ds["flags"][...], flags)
+        assert ds["gaps"].no_value == -999.25
+        np.testing.assert_array_equal(ds["gaps"][...], gaps)
     # int64 beyond 2^53 has no exact OpenVDS format: refused, not rounded.
     with vds.open(path, "r+") as ds:
         ds["int64"][0, 0, 0] = 2**53 + 1
