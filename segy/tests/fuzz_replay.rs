@@ -42,6 +42,25 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
         }
         out.push((format!("{}-format{}-ext{ext}", endian.name(), format.code()), f));
     }
+    // Rev 2, variable-length traces with one trace header extension each
+    // (Extension 1 saying so, and giving the sample count).
+    let mut f = text::encode(&text::card(&["C 1 seed"]), Encoding::Ascii);
+    let mut b = binary_header(Endian::Big, SampleFormat::Float32, 4, 1000.0).unwrap();
+    b[300] = 2;
+    b[302..304].copy_from_slice(&0i16.to_be_bytes());
+    b[306..310].copy_from_slice(&1i32.to_be_bytes());
+    f.extend(b);
+    for t in 0..4u64 {
+        let keys = TraceKeys { index: t, inline: 1 + (t / 2) as i32, crossline: 1 + (t % 2) as i32, samples: 0, ..TraceKeys::default() };
+        f.extend(trace_header(Endian::Big, &keys, [189, 193, 37]));
+        let mut ext = [0u8; 240];
+        ext[136..140].copy_from_slice(&(3 + t as u32 % 2).to_be_bytes());
+        ext[156..158].copy_from_slice(&1u16.to_be_bytes());
+        ext[232..240].copy_from_slice(b"SEG00001");
+        f.extend(ext);
+        f.extend((0..4 * (3 + t % 2)).map(|i| (i as u8).wrapping_mul(37) | 0x20));
+    }
+    out.push(("big-format5-rev2-extension1".into(), f));
     out
 }
 
