@@ -312,18 +312,30 @@ fn distinct_orders(n: [usize; 3]) -> Vec<u8> {
     out
 }
 
-/// The corner of the chunk of view `n` that is at most `side` elements
-/// along each axis, and its view.
-fn corner<T: Float>(data: &[u8], n: [usize; 3], side: usize) -> (Vec<u8>, [usize; 3]) {
-    let m = [n[0].min(side), n[1].min(side), n[2].min(side)];
+/// The elements of the chunk of view `n` from its first one, `m[e]` along
+/// axis `e` at every `by[e]`-th element, and their view `m`: the samples the
+/// encoder chooses its form on.
+fn gather<T: Float>(data: &[u8], n: [usize; 3], m: [usize; 3], by: [usize; 3]) -> (Vec<u8>, [usize; 3]) {
     let mut sample = Vec::with_capacity(m.iter().product::<usize>() * T::SIZE);
-    for a in 0..m[0] {
-        for b in 0..m[1] {
-            let at = (a * n[1] + b) * n[2] * T::SIZE;
-            sample.extend_from_slice(&data[at..at + m[2] * T::SIZE]);
+    for a in (0..m[0]).map(|a| a * by[0]) {
+        for b in (0..m[1]).map(|b| b * by[1]) {
+            let row = (a * n[1] + b) * n[2];
+            if by[2] == 1 {
+                sample.extend_from_slice(&data[row * T::SIZE..(row + m[2]) * T::SIZE]);
+            } else {
+                for c in (0..m[2]).map(|c| row + c * by[2]) {
+                    sample.extend_from_slice(&data[c * T::SIZE..(c + 1) * T::SIZE]);
+                }
+            }
         }
     }
     (sample, m)
+}
+
+/// The corner of the chunk of view `n` that is at most `side` elements
+/// along each axis, and its view.
+fn corner<T: Float>(data: &[u8], n: [usize; 3], side: usize) -> (Vec<u8>, [usize; 3]) {
+    gather::<T>(data, n, n.map(|e| e.min(side)), [1; 3])
 }
 
 /// What the encoder chose for a chunk: the method (its first header byte),
@@ -430,17 +442,7 @@ fn grade<T: Float>(data: &[u8], n: [usize; 3], form: Form, tol: f64, exact: &[u6
 /// more, and its view.
 fn every_other<T: Float>(data: &[u8], n: [usize; 3]) -> (Vec<u8>, [usize; 3]) {
     let by = n.map(|e| if e >= 4 { 2 } else { 1 });
-    let m = [n[0].div_ceil(by[0]), n[1].div_ceil(by[1]), n[2].div_ceil(by[2])];
-    let mut sample = Vec::with_capacity(m.iter().product::<usize>() * T::SIZE);
-    for a in (0..n[0]).step_by(by[0]) {
-        for b in (0..n[1]).step_by(by[1]) {
-            let row = (a * n[1] + b) * n[2];
-            for c in (0..n[2]).step_by(by[2]) {
-                sample.extend_from_slice(&data[(row + c) * T::SIZE..(row + c + 1) * T::SIZE]);
-            }
-        }
-    }
-    (sample, m)
+    gather::<T>(data, n, [n[0].div_ceil(by[0]), n[1].div_ceil(by[1]), n[2].div_ceil(by[2])], by)
 }
 
 /// The codes as planes of `width` bytes each: byte b of every code, then
