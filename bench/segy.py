@@ -3,7 +3,7 @@ same file into NumPy (segyio.tools.cube) and segyio's cube written on to
 HDF5 (h5py) and zarr v3, on one IBM-float file, in one run.
 
     python3 bench/segy.py --setup                 # once: target/bench-segy-venv
-    python3 bench/segy.py [--shape 256,256,1000] [--runs 3] [--dir DIR]
+    python3 bench/segy.py [--shape 256,256,1000] [--runs 3] [--dir DIR] [--cold]
 
 Every timing is the median of --runs with a warm OS cache (the file is read
 once before timing). `floor` reads the file's bytes into memory in 16 MiB
@@ -12,8 +12,10 @@ subprocess (the release binary, built first), and its peak resident memory
 is the child's (from /usr/bin/time). vds fsyncs what it writes (its
 destination appears only when complete and durable); h5py and zarr do not,
 so h5py is also timed with an fsync. Before every timed run the page
-cache's dirty pages are written out (sync, untimed). Output: a Markdown
-table.
+cache's dirty pages are written out (sync, untimed). With --cold the
+SEG-Y file is also dropped from the page cache before every run
+(posix_fadvise DONTNEED), so that every row reads it from the disk and the
+floor is the disk's read rate. Output: a Markdown table.
 """
 import argparse
 import os
@@ -45,12 +47,19 @@ import zarr  # noqa: E402
 VDS = os.path.join(ROOT, "target", "release", "vds")
 
 
+COLD = []  # files dropped from the page cache before every timed run (--cold)
+
+
 def median_time(fn, runs):
     times = []
     for _ in range(runs):
         # Dirty pages of the runs before (hundreds of MiB) are written out first, untimed:
         # otherwise a run that fsyncs waits for its predecessors' writeback.
         os.sync()
+        for path in COLD:
+            fd = os.open(path, os.O_RDONLY)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.close(fd)
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
@@ -72,6 +81,7 @@ def main():
     ap.add_argument("--shape", default="256,256,1000")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--dir", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "vds-bench-segy"))
+    ap.add_argument("--cold", action="store_true", help="read the SEG-Y file from the disk in every run")
     a = ap.parse_args()
     shape = tuple(int(x) for x in a.shape.split(","))
     subprocess.check_call(["cargo", "build", "--release", "-q", "-p", "vds-tool"], cwd=ROOT)
@@ -82,6 +92,8 @@ def main():
     segyio.tools.from_array(sgy, vol, format=1, dt=4000)
     size = os.path.getsize(sgy)
     mib = size / 2**20
+    if a.cold:
+        COLD.append(sgy)
     rows = []
 
     def floor():
@@ -133,7 +145,9 @@ def main():
 
         t = median_time(imp, a.runs)
         rows.append((label, t, "%.0f MiB" % (max(peaks) / 2**20)))
-    print("SEG-Y file: %s IBM float, %.1f MiB, %d traces of %d samples\n" % ("x".join(map(str, shape)), mib, shape[0] * shape[1], shape[2]))
+    print("SEG-Y file: %s IBM float, %.1f MiB, %d traces of %d samples, %s\n" % (
+        "x".join(map(str, shape)), mib, shape[0] * shape[1], shape[2],
+        "read from the disk in every run (--cold)" if a.cold else "in the page cache (warm)"))
     print("| operation | time | throughput | peak memory |")
     print("|---|---:|---:|---:|")
     for label, t, peak in rows:
