@@ -169,7 +169,20 @@ pub fn slice(args: &Args) -> Result<(), Fail> {
     let dest = Destination::new(output, args.flag("force"))?;
     std::fs::write(dest.temp(), crate::png::encode(pw as u32, ph as u32, &rgb)).map_err(at(output))?;
     dest.finish()?;
-    let at_text: Vec<String> = (0..nd).filter(|&k| k != across && k != down).map(|k| format!("{} = {}", names[k], start[k])).collect();
+    // A fixed axis by its index, and at level 0 by its coordinate too where the two differ (inline 1005 at index 4).
+    let at_text: Vec<String> = (0..nd)
+        .filter(|&k| k != across && k != down)
+        .map(|k| {
+            let axis = &ds.axes()[var.axes()[k]];
+            let n = axis.samples();
+            let value = if n > 1 { axis.first() + (axis.last() - axis.first()) * start[k] as f64 / (n - 1) as f64 } else { axis.first() };
+            if lod == 0 && value != start[k] as f64 {
+                format!("{} index {} ({} {})", names[k], start[k], names[k], short(value))
+            } else {
+                format!("{} = {}", names[k], start[k])
+            }
+        })
+        .collect();
     let scale = if map == "seismic" {
         format!("seismic map clipped at ±{}", short(hi))
     } else {

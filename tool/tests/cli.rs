@@ -535,7 +535,7 @@ fn slices_become_pictures_that_decode_to_the_values() {
     };
     // An inline slice: crossline across, time down.
     let text = ok(&dir, &["slice", p, "amp", "--axis", "inline", "--index", "2", "-o", "il.png", "--clip", "100"]);
-    assert!(text.contains("16 x 8 pixels, crossline across, time down, at inline = 2"), "{text}");
+    assert!(text.contains("16 x 8 pixels, crossline across, time down, at inline index 2 (inline 3)"), "{text}");
     let (w, h, rgb) = decode("il.png");
     assert_eq!((w, h), (16, 8));
     let max = (0..16 * 8).map(|k| all[2 * 128 + k].abs()).fold(0f32, f32::max);
