@@ -155,6 +155,32 @@ def test_crossline_sorted_missing_traces_and_offsets(tmp_path, rng):
             np.testing.assert_array_equal(ds["amplitude"][...], f.trace.raw[:])
 
 
+def test_keys_read_at_the_bytes_asked_for(tmp_path, rng):
+    """Inline, crossline and offset where a survey keeps them elsewhere: inline at byte 9 and crossline at 21
+    (rev 0's field record and CDP), offset at 197 (the shot point field), byte 37 left 0."""
+    pre = values(5, (2, 3, 4, NS), rng)
+    path = tmp_path / "keys.sgy"
+    spec = segyio.spec()
+    spec.iline, spec.xline, spec.format, spec.samples, spec.tracecount = 9, 21, 5, list(range(NS)), pre[..., 0].size
+    with segyio.create(str(path), spec) as f:
+        f.bin.update(hdt=2000, hns=NS, format=5)
+        for t, (a, b, c) in enumerate(np.ndindex(*pre.shape[:3])):
+            f.header[t] = {segyio.su.fldr: 10 + a, segyio.su.cdp: 20 + b, segyio.TraceField.ShotPoint: 100 * (c + 1),
+                           segyio.su.ns: NS}
+            f.trace[t] = pre[a, b, c]
+    out = vds.from_segy(path, tmp_path / "keys.vds", inline_byte=9, crossline_byte=21, offset_byte=197, prestack=True)
+    with vds.open(out) as ds:
+        assert ds["amplitude"].dims == ("inline", "crossline", "offset", "sample")
+        np.testing.assert_array_equal(ds.axes["inline"].values, [10, 11])
+        np.testing.assert_array_equal(ds.axes["crossline"].values, [20, 21, 22])
+        np.testing.assert_array_equal(ds.axes["offset"].values, [100, 200, 300, 400])
+        np.testing.assert_array_equal(ds["amplitude"][...], pre)
+        assert (ds.attrs["segy"]["inline_byte"], ds.attrs["segy"]["crossline_byte"], ds.attrs["segy"]["offset_byte"]) == (9, 21, 197)
+    # Written back with the keys where they were: segyio reads the same file.
+    vds.to_segy(out, tmp_path / "keys2.sgy")
+    assert (tmp_path / "keys2.sgy").read_bytes() == path.read_bytes()
+
+
 def test_options_reach_the_container(tmp_path, rng):
     vol = values(5, (len(ILINES), len(XLINES), NS), rng)
     path = tmp_path / "o.sgy"
