@@ -389,7 +389,13 @@ pub fn fill<S: Source>(
     let (mut buf, mut heads) = (Vec::new(), Vec::new());
     let mut bchunk = chunk.clone();
     bchunk[ndim - 1] = ns;
-    for (start, bshape) in vds::RegionPieces::new(&shape, &bchunk, esize, block_bytes) {
+    // A block holds each of its traces' headers as well as its samples (for
+    // every grid cell, missing ones too): the budget for the samples is the
+    // share of the whole that they are.
+    let sample_bytes = ns * esize;
+    let budget =
+        u64::try_from(u128::from(block_bytes) * u128::from(sample_bytes) / u128::from(sample_bytes + hb as u64)).unwrap_or(block_bytes);
+    for (start, bshape) in vds::RegionPieces::new(&shape, &bchunk, esize, budget) {
         let traces: u64 = bshape[..ndim - 1].iter().product();
         let tbytes = (ns * esize) as usize;
         // The buffers of the first block (the largest) serve every block:
@@ -564,6 +570,9 @@ struct Plan {
     header_bytes: u64,
     /// Traces of different lengths (rev 2): each written as long as its header says.
     variable: bool,
+    /// The binary header's sample count: that of a variable-length trace
+    /// whose headers say 0 (as the reader takes it).
+    samples: u64,
     positions: [usize; 3],
 }
 
@@ -630,16 +639,27 @@ pub fn export(src: &Dataset, v: &str, opts: &ExportOptions, w: &mut dyn Write, p
                 hs[..hs.len() - 1] == shape[..ndim - 1] && hs[hs.len() - 1] % 240 == 0 && hs[hs.len() - 1] > 0
             });
             let header_bytes = headers.map_or(240, |h| *src.variables()[h].shape().last().unwrap_or(&240));
-            // The binary header says how many extensions follow each standard header (rev 2).
-            if binary[300] >= 2 || header_bytes > 240 {
-                let extensions = i64::try_from(header_bytes / 240 - 1).unwrap_or(0);
-                crate::binary::set_field(
-                    &mut binary,
-                    crate::binary::ADDITIONAL_HEADERS_POS,
-                    crate::binary::FieldType::I32,
-                    endian,
-                    extensions,
-                );
+            let kept_binary = crate::BinaryHeader::parse(&binary).map_err(|e| Error::Invalid(format!("the kept binary header: {e}")))?;
+            // The binary header says how many extensions follow each standard
+            // header, from rev 2 on (as the reader takes the revision).
+            let extensions = header_bytes / 240 - 1;
+            if kept_binary.revision.0 >= 2 {
+                if extensions != u64::from(kept_binary.additional_headers) {
+                    let count = i64::try_from(extensions).unwrap_or(0);
+                    crate::binary::set_field(
+                        &mut binary,
+                        crate::binary::ADDITIONAL_HEADERS_POS,
+                        crate::binary::FieldType::I32,
+                        endian,
+                        count,
+                    );
+                }
+            } else if extensions > 0 {
+                return Err(Error::Invalid(format!(
+                    "the kept trace headers hold {extensions} trace header extensions per trace, which SEG-Y has from rev 2 on, \
+                     and the kept binary header says rev {}.{}",
+                    kept_binary.revision.0, kept_binary.revision.1
+                )));
             }
             let pos = |k: &str, d: usize| s[k].as_u64().map_or(d, |p| p as usize);
             Plan {
@@ -651,6 +671,7 @@ pub fn export(src: &Dataset, v: &str, opts: &ExportOptions, w: &mut dyn Write, p
                 headers,
                 header_bytes,
                 variable: s["variable_length"] == Value::Bool(true),
+                samples: kept_binary.samples,
                 positions: [pos("inline_byte", 189), pos("crossline_byte", 193), pos("offset_byte", 37)],
             }
         }
@@ -681,6 +702,7 @@ pub fn export(src: &Dataset, v: &str, opts: &ExportOptions, w: &mut dyn Write, p
                 headers: None,
                 header_bytes: 240,
                 variable: false,
+                samples: ns,
                 positions: [189, 193, 37],
             }
         }
@@ -811,9 +833,15 @@ pub fn export(src: &Dataset, v: &str, opts: &ExportOptions, w: &mut dyn Write, p
                     };
                     let bytes = &data[t * (ns * esize) as usize..(t + 1) * (ns * esize) as usize];
                     plan.format.encode(plan.endian, bytes, &mut enc);
-                    // A trace that says no count has the volume's (as the reader takes it).
+                    // A trace that says no count has the binary header's (as the reader takes it).
                     let said = crate::trace::samples(header, plan.endian);
-                    let samples = if plan.variable && said > 0 { said.min(ns) } else { ns };
+                    let samples = if !plan.variable {
+                        ns
+                    } else if said > 0 {
+                        said.min(ns)
+                    } else {
+                        plan.samples.min(ns)
+                    };
                     w.write_all(header).map_err(Error::Write)?;
                     w.write_all(&enc[..samples as usize * plan.format.size()]).map_err(Error::Write)?;
                     index += 1;

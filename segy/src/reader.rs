@@ -55,6 +55,10 @@ impl<T: Source + ?Sized> Source for &T {
 
 /// Most extended textual headers read when their count is "variable" (-1).
 const MAX_VARIABLE_TEXT_HEADERS: u64 = 10_000;
+/// The most trace header extensions read per trace (rev 2 sets no limit):
+/// 64 make 15,600 bytes of headers per trace, which an import holds for
+/// every grid cell of a block, missing traces included.
+pub const MAX_TRACE_HEADER_EXTENSIONS: u32 = 64;
 /// The stanza that ends a variable number of extended textual headers.
 const END_TEXT: &str = "((SEG: EndText))";
 
@@ -144,6 +148,16 @@ impl<S: Source> SegyFile<S> {
         }
         let data = len - offset;
         // Extensions are counted against the file before anything is sized by them.
+        if binary.additional_headers > MAX_TRACE_HEADER_EXTENSIONS {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "the binary header announces {} trace header extensions per trace; at most {MAX_TRACE_HEADER_EXTENSIONS} are read",
+                    binary.additional_headers
+                ),
+            )
+            .at(BINARY_HEADER_OFFSET + crate::binary::ADDITIONAL_HEADERS_POS as u64 - 1));
+        }
         let extensions = u64::from(binary.additional_headers);
         let header_bytes = (extensions + 1) * TRACE_HEADER_BYTES as u64;
         if extensions > 0 && header_bytes > data {
