@@ -6,6 +6,7 @@ with what segyio reads (and with the file's raw bytes); files written by
 to_segy are read back by segyio.
 """
 
+import base64
 import struct
 
 import numpy as np
@@ -320,14 +321,14 @@ def rev2_with_extensions(path, rng, endian="big", ns=30, variable=False, count=2
     proprietary one), laid out byte by byte as the standard says (segyio writes none): CDP X/Y only
     in Extension 1's doubles (bytes 161-176), its count of extensions (157-158) ``count`` and, for
     ``variable`` lengths, the sample count only in its bytes 137-140, with the first trace 5 samples
-    short. Returns the samples in grid order, each trace's 720 header bytes, and the grid's world
+    short and the second saying 0 (so the binary header's count, 2 short, rules). Returns the samples in grid order, each trace's 720 header bytes, and the grid's world
     origin and spacings."""
     e = ">" if endian == "big" else "<"
     ils, xls = [5, 6, 7], [20, 22, 24, 26]
     vol = rng.standard_normal((len(ils), len(xls), ns)).astype(np.float32)
     binary = bytearray(400)
     struct.pack_into(e + "h", binary, 16, 4000)
-    struct.pack_into(e + "H", binary, 20, ns)
+    struct.pack_into(e + "H", binary, 20, ns - 2 if variable else ns)
     struct.pack_into(e + "h", binary, 24, 5)
     struct.pack_into(e + "I", binary, 96, 0x01020304)
     binary[300:302] = bytes([2, 1])
@@ -338,7 +339,8 @@ def rev2_with_extensions(path, rng, endian="big", ns=30, variable=False, count=2
     headers = np.zeros((len(ils), len(xls), 720), np.uint8)
     for a, il in enumerate(ils):
         for b, xl in enumerate(xls):
-            n = ns - 5 if variable and (a, b) == (0, 0) else ns
+            n = {(0, 0): ns - 5, (0, 1): ns - 2}.get((a, b), ns) if variable else ns
+            said = 0 if variable and (a, b) == (0, 1) else n
             std = bytearray(240)
             struct.pack_into(e + "i", std, 188, il)
             struct.pack_into(e + "i", std, 192, xl)
@@ -346,7 +348,7 @@ def rev2_with_extensions(path, rng, endian="big", ns=30, variable=False, count=2
             struct.pack_into(e + "h", std, 116, 4000)
             std[232:240] = b"SEG00000"
             ext1 = bytearray(240)
-            struct.pack_into(e + "I", ext1, 136, n)
+            struct.pack_into(e + "I", ext1, 136, said)
             struct.pack_into(e + "H", ext1, 156, count)
             struct.pack_into(e + "d", ext1, 160, origin[0] + (il - ils[0]) * il_step[0] + (xl - xls[0]) * xl_step[0])
             struct.pack_into(e + "d", ext1, 168, origin[1] + (il - ils[0]) * il_step[1] + (xl - xls[0]) * xl_step[1])
@@ -389,14 +391,27 @@ def test_rev2_trace_header_extensions_that_disagree_are_refused(tmp_path, rng):
     with pytest.raises(vds.UnsupportedError, match=f"trace 1 \\(byte {3600 + 240 + 156}\\).* 3 trace header extensions.*"
                                                    "says every trace has 2"):
         vds.from_segy(path, tmp_path / "x.vds")
-    # A negative count, and more extensions than the file could hold, are malformed.
+    # A negative count, and more extensions than the file could hold, are malformed; more than 64 are not read.
     data = bytearray(path.read_bytes())
-    for count in (-1, 1 << 30):
+    for count, error in ((-1, vds.CorruptFileError), (60, vds.CorruptFileError), (65, vds.UnsupportedError)):
         data[3506:3510] = struct.pack(">i", count)
         path.write_bytes(bytes(data))
-        with pytest.raises(vds.CorruptFileError, match="trace header"):
+        with pytest.raises(error, match="trace header"):
             vds.from_segy(path, tmp_path / "x.vds")
     assert not (tmp_path / "x.vds").exists()
+    # Extensions kept beside a binary header that says rev 1 cannot be written: refused, not a broken file.
+    path = tmp_path / "ok.sgy"
+    rev2_with_extensions(path, rng)
+    out = vds.from_segy(path, tmp_path / "ok.vds")
+    with vds.open(out, "r+") as ds:
+        segy = dict(ds.attrs["segy"])
+        binary = bytearray(base64.b64decode(segy["binary_raw"]))
+        binary[300:302] = bytes([1, 0])
+        segy["binary_raw"] = base64.b64encode(bytes(binary)).decode()
+        ds.attrs["segy"] = segy
+    with pytest.raises(vds.InvalidArgumentError, match="from rev 2 on"):
+        vds.to_segy(out, tmp_path / "bad.sgy")
+    assert not (tmp_path / "bad.sgy").exists()
 
 
 def big_segy(path, rng, ni=120, nx=120, ns=500):
