@@ -37,7 +37,8 @@
 //!   -1 ("ends with `((SEG: EndText))`") from rev 1 on.
 //! - Format 4 is refused as unsupported. Rev 2 trace header extensions are
 //!   read when every trace has the number the binary header says (Trace
-//!   Header Extension 1 may say it per trace): they are kept with the
+//!   Header Extension 1 may say it per trace), at most 64
+//!   ([`MAX_TRACE_HEADER_EXTENSIONS`]): they are kept with the
 //!   standard header, and give the sample count and CDP X/Y where the
 //!   standard header does not.
 //! - Geometry rules are in [`geometry`]'s documentation.
@@ -67,5 +68,5 @@ pub use binary::BinaryHeader;
 pub use error::{Error, ErrorKind, Result};
 pub use format::{Endian, SampleFormat};
 pub use geometry::{Geometry, KeyBytes, Line, Sorting, Survey};
-pub use reader::{SegyFile, Source};
+pub use reader::{SegyFile, Source, MAX_TRACE_HEADER_EXTENSIONS};
 pub use text::Encoding;
