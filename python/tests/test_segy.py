@@ -412,6 +412,18 @@ def test_rev2_trace_header_extensions_that_disagree_are_refused(tmp_path, rng):
     with pytest.raises(vds.InvalidArgumentError, match="from rev 2 on"):
         vds.to_segy(out, tmp_path / "bad.sgy")
     assert not (tmp_path / "bad.sgy").exists()
+    # Kept headers that are not whole 240-byte headers are refused too, not replaced by made-up ones.
+    with vds.open(vds.from_segy(path, tmp_path / "ok2.vds")) as ds:
+        segy, amplitude = dict(ds.attrs["segy"]), ds["amplitude"][...]
+    odd = tmp_path / "odd.vds"
+    axes = [("inline", 3), ("crossline", 4), ("sample", 30), ("header", 250)]
+    with vds.create(odd, axes, {"amplitude": {"dtype": "float32", "dims": ["inline", "crossline", "sample"]},
+                                "segy_trace_header": {"dtype": "uint8", "dims": ["inline", "crossline", "header"]}},
+                    attrs={"segy": segy}) as ds:
+        ds["amplitude"][...] = amplitude
+    with pytest.raises(vds.InvalidArgumentError, match="not whole 240-byte headers"):
+        vds.to_segy(odd, tmp_path / "bad.sgy")
+    assert not (tmp_path / "bad.sgy").exists()
 
 
 def big_segy(path, rng, ni=120, nx=120, ns=500):

@@ -636,8 +636,18 @@ pub fn export(src: &Dataset, v: &str, opts: &ExportOptions, w: &mut dyn Write, p
             let headers = src.variables().iter().position(|x| x.name() == s["trace_headers"].as_str().unwrap_or(TRACE_HEADERS));
             let headers = headers.filter(|&h| {
                 let hs = src.variables()[h].shape();
-                hs[..hs.len() - 1] == shape[..ndim - 1] && hs[hs.len() - 1] % 240 == 0 && hs[hs.len() - 1] > 0
+                hs.len() == ndim && hs[..ndim - 1] == shape[..ndim - 1]
             });
+            // Kept headers are written as they are, or not at all: never cut or padded.
+            if let Some(h) = headers {
+                let (name, bytes) = (src.variables()[h].name(), src.variables()[h].shape()[ndim - 1]);
+                if bytes == 0 || bytes % 240 != 0 || src.variables()[h].dtype() != DType::UInt8 {
+                    return Err(Error::Invalid(format!(
+                        "the kept trace headers ({name:?}, {} [.., {bytes}]) are not whole 240-byte headers",
+                        src.variables()[h].dtype().name()
+                    )));
+                }
+            }
             let header_bytes = headers.map_or(240, |h| *src.variables()[h].shape().last().unwrap_or(&240));
             let kept_binary = crate::BinaryHeader::parse(&binary).map_err(|e| Error::Invalid(format!("the kept binary header: {e}")))?;
             // The binary header says how many extensions follow each standard
