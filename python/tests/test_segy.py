@@ -386,11 +386,14 @@ def test_rev2_trace_header_extensions_are_kept_and_written_back(tmp_path, rng, e
 
 def test_rev2_trace_header_extensions_that_disagree_are_refused(tmp_path, rng):
     path = tmp_path / "odd.sgy"
+    # Named: the first trace, and the byte of its Extension 1 that says 3 (variable-length traces
+    # are checked as the file opens, fixed-length ones as their geometry is read).
+    for variable in (False, True):
+        rev2_with_extensions(path, rng, count=3, variable=variable)
+        with pytest.raises(vds.UnsupportedError, match=f"trace 1 \\(byte {3600 + 240 + 156}\\).* 3 trace header extensions.*"
+                                                       "says every trace has 2"):
+            vds.from_segy(path, tmp_path / "x.vds")
     rev2_with_extensions(path, rng, count=3)
-    # Named: the first trace, and the byte of its Extension 1 that says 3.
-    with pytest.raises(vds.UnsupportedError, match=f"trace 1 \\(byte {3600 + 240 + 156}\\).* 3 trace header extensions.*"
-                                                   "says every trace has 2"):
-        vds.from_segy(path, tmp_path / "x.vds")
     # A negative count, and more extensions than the file could hold, are malformed; more than 64 are not read.
     data = bytearray(path.read_bytes())
     for count, error in ((-1, vds.CorruptFileError), (60, vds.CorruptFileError), (65, vds.UnsupportedError)):

@@ -199,7 +199,8 @@ impl Geometry {
             let count = block.min(file.traces - start);
             let headers = read_headers(file, start, count, &mut buf)?;
             for (t, h) in (start..).zip(headers.chunks_exact(file.header_bytes as usize)) {
-                if file.header_bytes > trace::TRACE_HEADER_BYTES as u64 {
+                // Variable-length traces had theirs checked when the file was opened.
+                if file.header_bytes > trace::TRACE_HEADER_BYTES as u64 && !file.variable_length() {
                     file.check_extensions(t, file.locate(t)?.0, h)?;
                 }
                 let il = if keys.two_d { 1 } else { trace::get_i32(h, keys.inline, e) };
