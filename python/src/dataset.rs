@@ -2,15 +2,16 @@
 //!
 //! The handle sits in a `RwLock`: reads take it shared and run in parallel
 //! with the GIL released; writes, commits and closing take it exclusively.
-//! The lock is always taken with the GIL released, and nothing holding it
-//! waits for the GIL, so the two locks cannot deadlock.
+//! The lock is taken with the GIL released; lookups that never wait on I/O
+//! take it with the GIL held only when it is free (`Dataset::shared`).
+//! Nothing holding it waits for the GIL, so the two locks cannot deadlock.
 
 use crate::errors::{invalid, lib, to_py, Failure, Outcome};
 use numpy::{PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use std::path::PathBuf;
-use std::sync::{PoisonError, RwLock};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, TryLockError};
 use vds::{Compression, Order, Region, Scalar, SlotPolicy};
 
 /// An open libvds container (the compiled core of `vds.Dataset`).
@@ -32,6 +33,26 @@ impl Dataset {
             catch_panic(|| f(ds))
         });
         r.map_err(|e| to_py(py, e))
+    }
+
+    /// The lock, shared, for lookups that never wait on I/O (releasing the
+    /// GIL would cost more than they do): taken with the GIL held when it is
+    /// free; when a writer has it, waited for with the GIL released.
+    fn shared(&self, py: Python<'_>) -> RwLockReadGuard<'_, Option<vds::Dataset>> {
+        loop {
+            match self.inner.try_read() {
+                Ok(guard) => return guard,
+                Err(TryLockError::Poisoned(p)) => return p.into_inner(),
+                Err(TryLockError::WouldBlock) => py.detach(|| drop(self.inner.read())),
+            }
+        }
+    }
+
+    /// Runs `f` on the open dataset under [`Dataset::shared`], with the GIL held.
+    fn with_now<T>(&self, py: Python<'_>, f: impl FnOnce(&vds::Dataset) -> Outcome<T>) -> PyResult<T> {
+        let guard = self.shared(py);
+        let ds = guard.as_ref().ok_or(Failure::Closed).map_err(|e| to_py(py, e))?;
+        f(ds).map_err(|e| to_py(py, e))
     }
 
     /// Runs `f` on the open dataset, exclusively, with the GIL released.
@@ -142,6 +163,26 @@ fn read_typed<T: numpy::Element + vds::Element>(
     let mut out = out.cast::<PyArrayDyn<T>>()?.try_readwrite().map_err(bad_array(py, "output"))?;
     let buf = out.as_slice_mut().map_err(bad_array(py, "output"))?;
     ds.with(py, |d| Ok(d.read_lod(layer.var, layer.lod, None, &region, order, buf)?))
+}
+
+/// Reads `layer` whole into a new C-order array of `shape`.
+fn read_new<'py, T: numpy::Element + vds::Element>(
+    py: Python<'py>,
+    ds: &Dataset,
+    layer: Layer,
+    shape: &[u64],
+) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let dims: Vec<usize> = shape.iter().map(|&n| n as usize).collect();
+    // Zeroed (calloc: large arrays cost no pass), so that no value is ever uninitialised.
+    let arr = PyArrayDyn::<T>::zeros(py, dims, false);
+    if !shape.contains(&0) {
+        let region = lib(py, Region::full(shape))?;
+        // SAFETY: the array was made above and has not been handed to Python yet,
+        // so nothing else can view or change its memory during the read.
+        let buf = unsafe { arr.as_slice_mut() }.map_err(bad_array(py, "new"))?;
+        ds.with(py, |d| Ok(d.read_lod(layer.var, layer.lod, None, &region, Order::C, buf)?))?;
+    }
+    Ok(arr.into_any().cast_into::<PyUntypedArray>()?)
 }
 
 fn write_typed<T: numpy::Element + vds::Element>(
@@ -292,6 +333,51 @@ impl Dataset {
         by_dtype!(py, out, read_typed(py, self, layer, &start, &step, out))
     }
 
+    /// read_all(var, lod, limit) -> ndarray | None
+    ///
+    /// Level `lod` of variable `var` whole, in a new C-order array of its
+    /// dtype: the commonest read (`var[...]`) in one call. Raises
+    /// `OutOfMemoryError` when the array would exceed `limit` bytes; returns
+    /// None for a dtype NumPy has no native type for (the caller reads
+    /// through `read`).
+    fn read_all<'py>(&self, py: Python<'py>, var: usize, lod: u8, limit: u64) -> PyResult<Option<Bound<'py, PyUntypedArray>>> {
+        let (dtype, shape) = self.with_now(py, |d| {
+            let v = d.variable(var)?;
+            let no_level = || Failure::Refused("OutOfRange", format!("variable {:?} has no level of detail {lod}", v.name()));
+            Ok((v.dtype(), v.lod_shape(lod).ok_or_else(no_level)?))
+        })?;
+        let bytes = shape.iter().try_fold(dtype.size() as u64, |n, &s| n.checked_mul(s)).unwrap_or(u64::MAX);
+        if bytes > limit {
+            let m = format!(
+                "a selection of {bytes} bytes exceeds the memory limit of {limit} bytes (read less at a time, or open with a larger memory_limit=)"
+            );
+            return Err(to_py(py, Failure::Refused("OutOfMemory", m)));
+        }
+        let layer = Layer { var, lod };
+        use vds::DType as D;
+        Ok(Some(match dtype {
+            D::Float32 => read_new::<f32>(py, self, layer, &shape)?,
+            D::Float64 => read_new::<f64>(py, self, layer, &shape)?,
+            D::Int8 => read_new::<i8>(py, self, layer, &shape)?,
+            D::Int16 => read_new::<i16>(py, self, layer, &shape)?,
+            D::Int32 => read_new::<i32>(py, self, layer, &shape)?,
+            D::Int64 => read_new::<i64>(py, self, layer, &shape)?,
+            D::UInt8 => read_new::<u8>(py, self, layer, &shape)?,
+            D::UInt16 => read_new::<u16>(py, self, layer, &shape)?,
+            D::UInt32 => read_new::<u32>(py, self, layer, &shape)?,
+            D::UInt64 => read_new::<u64>(py, self, layer, &shape)?,
+            D::Bool => read_new::<bool>(py, self, layer, &shape)?,
+            _ => return Ok(None),
+        }))
+    }
+
+    /// index(name) -> int | None
+    ///
+    /// The index of the variable called `name`, or None.
+    fn index(&self, py: Python<'_>, name: &str) -> PyResult<Option<usize>> {
+        self.with_now(py, |d| Ok(d.variables().iter().position(|v| v.name() == name)))
+    }
+
     /// write(var, start, step, data, missing=None) -> None
     ///
     /// Writes `data` (C- or Fortran-contiguous, the variable's dtype or a
@@ -381,8 +467,8 @@ impl Dataset {
 
     /// Whether the dataset is closed.
     #[getter]
-    fn closed(&self) -> bool {
-        self.inner.read().unwrap_or_else(PoisonError::into_inner).is_none()
+    fn closed(&self, py: Python<'_>) -> bool {
+        self.shared(py).is_none()
     }
 
     /// Whether the dataset is open for writing.
@@ -439,7 +525,7 @@ impl Dataset {
     /// of (NumPy dtype, [shape tuple of each level of detail]) and a dict
     /// from variable name to index.
     fn layout<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
-        let guard = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        let guard = self.shared(py);
         let d = guard.as_ref().ok_or_else(|| to_py(py, Failure::Closed))?;
         let (vars, names) = (PyList::empty(py), PyDict::new(py));
         for (i, v) in d.variables().iter().enumerate() {
@@ -455,7 +541,7 @@ impl Dataset {
 
     /// The variables, as a list of dicts (name, dtype, axes, shape, chunks, codec, ...).
     fn variables<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let guard = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        let guard = self.shared(py);
         let d = guard.as_ref().ok_or_else(|| to_py(py, Failure::Closed))?;
         let list = PyList::empty(py);
         for v in d.variables() {

@@ -206,6 +206,9 @@ def test_growth_resize_and_append(tmp_path, rng):
             v.resize(4, axis="s")
     with vds.open(path) as ds:
         assert ds["v"].shape == (5, 3) and ds.axes["t"].growable
+        whole = ds["v"][...]
+        assert whole.flags.c_contiguous and whole.flags.writeable and whole.flags.owndata
+        np.testing.assert_array_equal(whole, [[1, 2, 3], [0, 1, 2]] + [[0, 0, 0]] * 3)
 
 
 def test_verify_compact_and_slots(tmp_path, rng):
@@ -276,6 +279,14 @@ def test_pickling_reopens(tmp_path, rng):
         np.testing.assert_array_equal(v2[3], ref[3])
         assert v2.dataset.mode == "r" and v2.dataset is not r
         v2.dataset.close()
+    # The options it was opened with come along.
+    vds.create(tmp_path / "big.vds", axes=[("x", 10000)], variables={"v": {"dtype": "float64", "dims": ["x"]}}).close()
+    with vds.open(tmp_path / "big.vds", memory_limit=30000) as r:
+        again = pickle.loads(pickle.dumps(r))
+        with pytest.raises(vds.OutOfMemoryError, match="limit of 30000 bytes"):
+            again["v"][...]
+        assert again["v"][:3000].shape == (3000,)
+        again.close()
     ds, ref = volume(tmp_path, rng, name="lod.vds", lods=2)
     ds.close()
     with vds.open(tmp_path / "lod.vds") as r:

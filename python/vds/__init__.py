@@ -83,11 +83,12 @@ def open(path: str | os.PathLike[str], mode: str = "r", *, sync: bool = True, me
     Raises :class:`NotFoundError` (also a FileNotFoundError),
     :class:`CorruptFileError`, :class:`UnsupportedError`, :class:`LockedError`.
     """
-    if mode not in _MODES:
+    write = _MODES.get(mode)
+    if write is None:
         raise InvalidArgumentError(f"mode must be 'r' or 'r+', not {mode!r} (vds.create makes a new file)")
-    options = {"sync": sync, "memory_limit": memory_limit, "cache_size": cache_size, "allow_external_paths": allow_external_paths}
-    core = _vds.open(os.fspath(path), _MODES[mode], sync, memory_limit, cache_size, allow_external_paths)
-    return Dataset(core, path, mode, options)
+    path = os.fspath(path)
+    core = _vds.open(path, write, sync, memory_limit, cache_size, allow_external_paths)
+    return Dataset(core, path, mode, (sync, memory_limit, cache_size, allow_external_paths))
 
 
 def fragment(path: str | os.PathLike[str], name: str) -> Dataset:
@@ -100,7 +101,7 @@ def fragment(path: str | os.PathLike[str], name: str) -> Dataset:
     writer whole chunks: fragments holding the same chunk are refused.
     """
     core = _vds.create_fragment(os.fspath(path), name)
-    return Dataset(core, path, "fragment", {})
+    return Dataset(core, path, "fragment", (True, None, None, False))
 
 
 def from_xarray(dataset: Any, path: str | os.PathLike[str], chunks: int | Mapping[str, int] | None = None, codec: Any = "zstd",
@@ -311,5 +312,4 @@ def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping
         core.set_memory_limit(memory_limit)
     if cache_size is not None:
         core.set_cache_size(cache_size)
-    options = {"sync": sync, "memory_limit": memory_limit, "cache_size": cache_size, "allow_external_paths": False}
-    return Dataset(core, path, "r+", options)
+    return Dataset(core, path, "r+", (sync, memory_limit, cache_size, False))

@@ -18,6 +18,9 @@ from .errors import InvalidArgumentError, OutOfMemoryError, OutOfRangeError, Rea
 #: The default memory limit of a dataset (as libvds's): no read or write allocates more.
 DEFAULT_MEMORY_LIMIT = 1 << 30
 
+# The keyword arguments of vds.open that a dataset keeps to reopen when unpickled.
+_OPTIONS = ("sync", "memory_limit", "cache_size", "allow_external_paths")
+
 # Start and step of a whole-variable read, by number of axes.
 _ZEROS = [(0,) * n for n in range(9)]
 _ONES = [(1,) * n for n in range(9)]
@@ -131,13 +134,17 @@ class Dataset(Mapping):
     Dask's process and distributed schedulers can ship it.
     """
 
+    __slots__ = ("_core", "_path", "_mode", "_options", "_meta", "_limit", "__weakref__")
+
     def __init__(self, core, path, mode, options):
+        # options: what it was opened with, as (sync, memory_limit, cache_size,
+        # allow_external_paths) (see _OPTIONS), for reopening when unpickled.
         self._core = core
         self._path = os.fspath(path)
         self._mode = mode
         self._options = options
         self._meta = None
-        self._limit = options.get("memory_limit") or DEFAULT_MEMORY_LIMIT
+        self._limit = options[1] or DEFAULT_MEMORY_LIMIT
 
     # --- what is inside -------------------------------------------------------------
 
@@ -215,7 +222,10 @@ class Dataset(Mapping):
         return json.loads(self._core.descriptor_json())
 
     def __getitem__(self, name):
-        index = self._vars()[1].get(name)
+        try:
+            index = self._core.index(name)
+        except TypeError:  # not a str: no variable has that name
+            index = None
         if index is None:
             raise KeyError(f"no variable {name!r} in {self._path} (variables: {', '.join(self._vars()[1]) or 'none'})")
         return Variable(self, index, name)
@@ -259,11 +269,12 @@ class Dataset(Mapping):
         return self
 
     def __exit__(self, kind, value, tb):
-        if kind is not None and not self.closed and self.writable:
-            self._core.rollback()  # an exception: do not commit half the work
-            self.close(commit=False)
+        core = self._core
+        if kind is not None and not core.closed and core.writable:
+            core.rollback()  # an exception: do not commit half the work
+            core.close(False)
         else:
-            self.close()
+            core.close(True)
 
     def verify(self, full: bool = False) -> dict[str, Any]:
         """Checks every checksum and structure of the current commit.
@@ -328,7 +339,7 @@ class Dataset(Mapping):
     def __reduce__(self):
         if self._mode == "fragment":
             raise TypeError("a fragment being written cannot be pickled; open a fragment in each worker with vds.fragment")
-        return (_reopen, (self._path, self._mode, self._options))
+        return (_reopen, (self._path, self._mode, dict(zip(_OPTIONS, self._options))))
 
     def _check_alloc(self, nbytes):
         if nbytes > self._limit:
@@ -347,6 +358,8 @@ class Variable:
     reads it all. ``lod(k)`` is level of detail k (read-only), ``mask`` the
     missing-value mask, ``stored`` a quantized variable's stored integers.
     """
+
+    __slots__ = ("_ds", "_index", "_name", "_lod", "__weakref__")
 
     def __init__(self, ds, index, name, lod=0):
         self._ds = ds
@@ -525,16 +538,12 @@ class Variable:
         return sel.finish(box, order)
 
     def __getitem__(self, key):
-        dtype, shapes = self._ds._vars()[0][self._index]
         if key is Ellipsis:
-            # The whole variable, the commonest read: no selection to work out, nothing to reshape.
-            shape = shapes[self._lod]
-            self._ds._check_alloc(math.prod(shape) * dtype.itemsize)
-            out = np.empty(shape, dtype)
-            if out.size:
-                self._ds._core.read(self._index, self._lod, _ZEROS[len(shape)], _ONES[len(shape)], out)
-            return out
-        return self._read(key, "C", dtype)
+            # The whole variable, the commonest read: one call, which makes the array.
+            out = self._ds._core.read_all(self._index, self._lod, self._ds._limit)
+            if out is not None:
+                return out
+        return self._read(key, "C", self._ds._vars()[0][self._index][0])
 
     def read(self, key: Any = (), order: str = "C", out: np.ndarray | None = None) -> np.ndarray:
         """Reads ``self[key]`` (everything by default) into a new array in ``order``: ``"C"`` or ``"F"`` (Fortran).
