@@ -109,6 +109,12 @@ def test_from_segy_matches_segyio(tmp_path, rng, fmt, endian):
         np.testing.assert_allclose(survey["origin"], [1000 + 25 * 10 + 3 * 100, 2000 + 4 * 10 + 12 * 100])
         np.testing.assert_allclose(survey["inline_spacing"], [25, 4])
         np.testing.assert_allclose(survey["crossline_spacing"], [3, 12])
+        # In blocks of one 2 x 2 column of chunks, two at a time in flight (one
+        # read while the other is written): the same samples and headers.
+        small = vds.from_segy(path, tmp_path / "small.vds", chunks=[2, 2, 8], buffer_size=2 * 4 * (NS * size + 240))
+        with vds.open(small) as again:
+            np.testing.assert_array_equal(again["amplitude"][...], vol)
+            np.testing.assert_array_equal(again["segy_trace_header"][...], heads)
 
 
 def test_sorted_file_round_trips_byte_for_byte(tmp_path, rng):
@@ -133,6 +139,12 @@ def test_crossline_sorted_missing_traces_and_offsets(tmp_path, rng):
         assert ds.attrs["segy"]["sorting"] == "crossline"
         np.testing.assert_array_equal(amp.mask[...].all(axis=-1), ~live)
         np.testing.assert_array_equal(amp[...][live], expected[live])
+        # In blocks of one 2 x 2 column of chunks, two in flight: the same mask and samples.
+        small = vds.from_segy(path, tmp_path / "holes-small.vds", chunks=[2, 2, 8], buffer_size=2 * 4 * (NS * 4 + 240))
+        with vds.open(small) as again:
+            np.testing.assert_array_equal(again["amplitude"].mask[...], amp.mask[...])
+            np.testing.assert_array_equal(again["amplitude"][...], amp[...])
+            np.testing.assert_array_equal(again["segy_trace_header"][...], ds["segy_trace_header"][...])
     # Written back in crossline order, without the missing traces: segyio reads the same file.
     vds.to_segy(tmp_path / "holes.vds", tmp_path / "holes2.sgy")
     assert (tmp_path / "holes2.sgy").read_bytes() == path.read_bytes()

@@ -361,10 +361,16 @@ pub fn builder<S: Source>(
 /// Writes every trace and trace header of `file` into `out` (made from
 /// [`builder`]), block by block; `progress` gets the sample bytes written.
 ///
+/// Two threads share the work: one reads and converts the next block while
+/// the caller's thread writes the last one, each block taking half the
+/// budget, so that reading the SEG-Y file and writing the container overlap
+/// (when one row of chunks is more than half the budget, blocks of the whole
+/// budget are read and written in turn).
+///
 /// # Errors
 /// [`Error::Segy`] naming the trace and byte where the file cannot be read;
 /// [`Error::Vds`]; [`Error::Cancelled`].
-pub fn fill<S: Source>(
+pub fn fill<S: Source + Sync>(
     file: &SegyFile<S>,
     g: &Geometry,
     out: &mut Dataset,
@@ -378,15 +384,10 @@ pub fn fill<S: Source>(
     let esize = dtype.size() as u64;
     let ns = file.samples;
     let ndim = shape.len();
-    let mut done = 0u64;
-    let mut scratch = Vec::new();
     let hb = file.header_bytes as usize;
     let trace_len = hb + (ns * file.format().size() as u64) as usize;
-    // Runs of traces read at once: about 4 MiB.
-    let run_max = (4usize << 20).div_ceil(trace_len);
-    let mut run = buffer((run_max * trace_len) as u64)?;
+    let reader = BlockReader { file, g, lead: &shape[..ndim - 1], ns, esize, hb, trace_len, masked };
     // Blocks keep whole traces, so each trace is read once, header and all.
-    let (mut buf, mut heads) = (Vec::new(), Vec::new());
     let mut bchunk = chunk.clone();
     bchunk[ndim - 1] = ns;
     // A block holds each of its traces' headers as well as its samples (for
@@ -395,32 +396,123 @@ pub fn fill<S: Source>(
     let sample_bytes = ns * esize;
     let budget =
         u64::try_from(u128::from(block_bytes) * u128::from(sample_bytes) / u128::from(sample_bytes + hb as u64)).unwrap_or(block_bytes);
-    for (start, bshape) in vds::RegionPieces::new(&shape, &bchunk, esize, budget) {
-        let traces: u64 = bshape[..ndim - 1].iter().product();
-        let tbytes = (ns * esize) as usize;
-        // The buffers of the first block (the largest) serve every block:
-        // fresh ones would be paged in anew each time.
-        if buf.len() < (traces * ns * esize) as usize {
-            buf = buffer(traces * ns * esize)?;
-            heads = buffer(traces * hb as u64)?;
+    // Two blocks in flight, each of half the budget; or, when the smallest
+    // block (one row of chunks) is more than half, one at a time.
+    let mut pieces = vds::RegionPieces::new(&shape, &bchunk, esize, budget / 2);
+    let largest = pieces.clone().next().map_or(0, |(_, s)| s.iter().product::<u64>().saturating_mul(esize));
+    let in_flight = if largest <= budget / 2 { 2 } else { 1 };
+    if in_flight == 1 {
+        pieces = vds::RegionPieces::new(&shape, &bchunk, esize, budget);
+    }
+    std::thread::scope(|scope| {
+        // Blocks go to the writer through `full` and come back through
+        // `empty` to be filled again, each with its own buffers.
+        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Block>(1);
+        let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Block>();
+        for _ in 0..in_flight {
+            let _ = empty_tx.send(Block::default());
         }
-        let buf = &mut buf[..(traces * ns * esize) as usize];
-        let heads = &mut heads[..traces as usize * hb];
-        if masked {
-            // Missing traces read zeros (the fill value) and zero headers.
+        let producer = scope.spawn(move || -> Result<()> {
+            let (mut run, mut scratch) = (Vec::new(), Vec::new());
+            for (start, bshape) in pieces {
+                // The writer stopped (it failed, or was cancelled): so does the reading.
+                let Ok(mut b) = empty_rx.recv() else { return Ok(()) };
+                reader.read(&start, &bshape, &mut b, &mut run, &mut scratch)?;
+                if full_tx.send(b).is_err() {
+                    return Ok(());
+                }
+            }
+            Ok(())
+        });
+        let mut written = Ok(());
+        let mut done = 0u64;
+        for b in &full_rx {
+            written = write_block(out, dtype, masked, hb, &b);
+            done += b.samples_len as u64;
+            if written.is_ok() && !progress(done) {
+                written = Err(Error::Cancelled);
+            }
+            if written.is_err() {
+                break;
+            }
+            let _ = empty_tx.send(b);
+        }
+        drop((full_rx, empty_tx));
+        let read = producer.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        read.and(written)
+    })
+}
+
+/// One block of the volume: where it lies, and its samples, trace headers
+/// and missing-sample mask as read. The buffers are kept from block to
+/// block, sized for the largest (the first), and only the first
+/// `samples_len` and `heads_len` bytes hold this block's.
+#[derive(Default)]
+struct Block {
+    start: Vec<u64>,
+    shape: Vec<u64>,
+    samples: Vec<u8>,
+    samples_len: usize,
+    heads: Vec<u8>,
+    heads_len: usize,
+    missing: Vec<bool>,
+}
+
+/// What reading a block of the volume from the SEG-Y file needs.
+struct BlockReader<'a, S: Source> {
+    file: &'a SegyFile<S>,
+    g: &'a Geometry,
+    /// The grid: the volume's shape without the sample axis.
+    lead: &'a [u64],
+    ns: u64,
+    esize: u64,
+    hb: usize,
+    trace_len: usize,
+    masked: bool,
+}
+
+impl<S: Source> BlockReader<'_, S> {
+    /// Reads the block at `start` of `bshape` into `b`: each live trace's
+    /// samples converted and its headers as they are; missing traces read
+    /// zeros (the fill value) and zero headers. `run` and `scratch` are
+    /// buffers kept between calls.
+    fn read(&self, start: &[u64], bshape: &[u64], b: &mut Block, run: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Result<()> {
+        let (file, ns, hb, trace_len) = (self.file, self.ns, self.hb, self.trace_len);
+        let ndim = bshape.len();
+        let traces: u64 = bshape[..ndim - 1].iter().product();
+        let tbytes = (ns * self.esize) as usize;
+        // Fresh buffers for each block would be paged in anew each time.
+        if b.samples.len() < (traces * ns * self.esize) as usize {
+            b.samples = buffer(traces * ns * self.esize)?;
+            b.heads = buffer(traces * hb as u64)?;
+        }
+        // Runs of traces read at once: about 4 MiB.
+        let run_max = (4usize << 20).div_ceil(trace_len);
+        if run.len() < run_max * trace_len {
+            *run = buffer((run_max * trace_len) as u64)?;
+        }
+        b.start.clear();
+        b.start.extend_from_slice(start);
+        b.shape.clear();
+        b.shape.extend_from_slice(bshape);
+        b.samples_len = (traces * ns * self.esize) as usize;
+        b.heads_len = traces as usize * hb;
+        let buf = &mut b.samples[..b.samples_len];
+        let heads = &mut b.heads[..b.heads_len];
+        b.missing.clear();
+        if self.masked {
             buf.fill(0);
             heads.fill(0);
+            b.missing.resize((traces * ns) as usize, false);
         }
-        let mut missing = if masked { vec![false; (traces * ns) as usize] } else { Vec::new() };
         // Cells of the block in C order: the block's leading axes.
-        let lead = &shape[..ndim - 1];
         let mut idx = vec![0u64; ndim - 1];
         // (position in the block, trace number) of the block's live traces.
         let mut live: Vec<(usize, u64)> = Vec::new();
         for t in 0..traces as usize {
-            let cell = idx.iter().zip(&start).zip(lead).fold(0u64, |c, ((&i, &s), &n)| c * n + s + i);
-            match g.cells[cell as usize] {
-                0 if masked => missing[t * ns as usize..(t + 1) * ns as usize].fill(true),
+            let cell = idx.iter().zip(start).zip(self.lead).fold(0u64, |c, ((&i, &s), &n)| c * n + s + i);
+            match self.g.cells[cell as usize] {
+                0 if self.masked => b.missing[t * ns as usize..(t + 1) * ns as usize].fill(true),
                 0 => {}
                 n => live.push((t, n - 1)),
             }
@@ -442,7 +534,7 @@ pub fn fill<S: Source>(
             }
             let bytes = &mut run[..n * trace_len];
             if n == 1 {
-                read_trace(file, live[k].1, bytes, &mut scratch)?;
+                read_trace(file, live[k].1, bytes, scratch)?;
             } else {
                 file.read_raw_traces(live[k].1, n as u64, bytes)?;
             }
@@ -453,23 +545,26 @@ pub fn fill<S: Source>(
             }
             k += n;
         }
-        let region = Region::new(&start, &bshape)?;
-        if masked {
-            write_masked(out, dtype, &region, buf, &missing)?;
-        } else {
-            out.write_bytes(AMPLITUDE, &region, Order::C, buf)?;
-        }
-        let mut hstart = start[..ndim - 1].to_vec();
-        hstart.push(0);
-        let mut hshape = bshape[..ndim - 1].to_vec();
-        hshape.push(hb as u64);
-        let hregion = Region::new(&hstart, &hshape)?;
-        out.write_bytes(TRACE_HEADERS, &hregion, Order::C, heads)?;
-        done += buf.len() as u64;
-        if !progress(done) {
-            return Err(Error::Cancelled);
-        }
+        Ok(())
     }
+}
+
+/// Writes block `b` into `out`: its samples (with the mask when `masked`)
+/// and its trace headers of `hb` bytes each.
+fn write_block(out: &mut Dataset, dtype: DType, masked: bool, hb: usize, b: &Block) -> Result<()> {
+    let samples = &b.samples[..b.samples_len];
+    let region = Region::new(&b.start, &b.shape)?;
+    if masked {
+        write_masked(out, dtype, &region, samples, &b.missing)?;
+    } else {
+        out.write_bytes(AMPLITUDE, &region, Order::C, samples)?;
+    }
+    let ndim = b.shape.len();
+    let mut hstart = b.start[..ndim - 1].to_vec();
+    hstart.push(0);
+    let mut hshape = b.shape[..ndim - 1].to_vec();
+    hshape.push(hb as u64);
+    out.write_bytes(TRACE_HEADERS, &Region::new(&hstart, &hshape)?, Order::C, &b.heads[..b.heads_len])?;
     Ok(())
 }
 
