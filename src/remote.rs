@@ -150,7 +150,36 @@ pub fn open_storage(storage: &Arc<RemoteStorage>, options: &OpenOptions) -> crat
     let mut options = options.clone();
     options.write(false).index_prefetch(INDEX_PREFETCH);
     options.slot_storage(Arc::new(move |name: &str| base.sibling(name).map(|s| Arc::new(s) as Arc<dyn Storage>)));
-    options.open_storage(storage.clone()).map_err(|e| e.context(storage.url.as_str()))
+    let ds = options.open_storage(storage.clone()).map_err(|e| e.context(storage.url.as_str()))?;
+    storage.remember_open();
+    Ok(ds)
+}
+
+/// The objects whose last open in this process read nothing beyond their
+/// first [`HEAD_FETCH`] bytes (a cloud-optimized or a small container), by
+/// URL, with the version seen then: a later open of the same URL fetches
+/// the head alone, and the tail too only when the version has changed. At
+/// most [`HEAD_ONLY_URLS`]; past that, all are forgotten.
+static HEAD_ONLY: std::sync::Mutex<Option<std::collections::HashMap<String, Version>>> = std::sync::Mutex::new(None);
+/// How many URLs this process remembers as needing only their first
+/// [`HEAD_FETCH`] bytes to open (see [`RemoteStorage::open`]).
+pub const HEAD_ONLY_URLS: usize = 4096;
+
+/// What tells two versions of an object apart, as [`same_object`] does:
+/// ETag and length, or, without an ETag, length and date (seconds and
+/// nanoseconds).
+#[derive(Clone, PartialEq)]
+struct Version {
+    e_tag: Option<String>,
+    size: u64,
+    last_modified: Option<(i64, u32)>,
+}
+
+impl From<&ObjectMeta> for Version {
+    fn from(m: &ObjectMeta) -> Version {
+        let date = (m.last_modified.timestamp(), m.last_modified.timestamp_subsec_nanos());
+        Version { e_tag: m.e_tag.clone(), size: m.size, last_modified: if m.e_tag.is_some() { None } else { Some(date) } }
+    }
 }
 
 /// Counts of what a [`RemoteStorage`] fetched.
@@ -188,6 +217,8 @@ pub struct RemoteStorage {
     /// Bytes held in `ahead` and reserved for fetches ahead in flight: at
     /// most [`READ_AHEAD_MAX`], however many threads announce reads at once.
     ahead_bytes: AtomicU64,
+    /// Whether any read has needed bytes beyond `head` (see [`HEAD_ONLY`]).
+    beyond_head: std::sync::atomic::AtomicBool,
 }
 
 /// The most bytes fetched ahead of their reads that a storage holds.
@@ -356,7 +387,10 @@ async fn fetch(
 
 impl RemoteStorage {
     /// Opens the object at `url` (`http://`, `https://` or `s3://`): fetches
-    /// its first [`HEAD_FETCH`] and last [`TAIL_FETCH`] bytes, concurrently.
+    /// its first [`HEAD_FETCH`] and last [`TAIL_FETCH`] bytes, concurrently;
+    /// only the first when the last container opened from `url` in this
+    /// process ([`open_storage`]) read nothing beyond them and the object
+    /// is still the version it was then (same ETag, length and date).
     ///
     /// # Errors
     /// `InvalidInput` for a URL this module cannot open; `NotFound`,
@@ -382,16 +416,32 @@ impl RemoteStorage {
     fn open_in(store: Arc<dyn ObjectStore>, timeout: Duration, url: Url, path: ObjectPath) -> io::Result<RemoteStorage> {
         let requests = AtomicU64::new(0);
         let rt = runtime()?;
+        let head_only =
+            HEAD_ONLY.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref().and_then(|m| m.get(url.as_str()).cloned());
+        let head_fetch = || fetch(&*store, &url, &path, GetRange::Bounded(0..HEAD_FETCH), None, 0..HEAD_FETCH, &requests);
+        let tail_fetch = || fetch(&*store, &url, &path, GetRange::Suffix(TAIL_FETCH), None, 0..0, &requests);
         let (first, last) = rt.block_on(async {
-            let head = fetch(&*store, &url, &path, GetRange::Bounded(0..HEAD_FETCH), None, 0..HEAD_FETCH, &requests);
-            let tail = fetch(&*store, &url, &path, GetRange::Suffix(TAIL_FETCH), None, 0..0, &requests);
-            tokio::join!(head, tail)
+            if head_only.is_some() {
+                (head_fetch().await, None)
+            } else {
+                let (head, tail) = tokio::join!(head_fetch(), tail_fetch());
+                (head, Some(tail))
+            }
         });
         let (meta, _, head) = first?;
+        let mut round_trips = 1;
+        // Remembered as needing only its head, but another version now: its tail too.
+        let last = match last {
+            None if head_only.as_ref() != Some(&Version::from(&meta)) && meta.size > head.len() as u64 => {
+                round_trips += 1;
+                Some(rt.block_on(tail_fetch()))
+            }
+            last => last,
+        };
         // The tail is an optimisation: if it failed, or came from another
         // version of the object, later reads fetch what they need.
         let (tail_at, tail) = match last {
-            Ok((m, got, bytes)) if same_object(&meta, &m) && got.end == meta.size => (got.start, bytes),
+            Some(Ok((m, got, bytes))) if same_object(&meta, &m) && got.end == meta.size => (got.start, bytes),
             _ => (meta.size, Vec::new()),
         };
         let bytes = (head.len() + tail.len()) as u64;
@@ -405,11 +455,27 @@ impl RemoteStorage {
             tail,
             tail_at,
             requests,
-            round_trips: AtomicU64::new(1),
+            round_trips: AtomicU64::new(round_trips),
             bytes: AtomicU64::new(bytes),
             ahead: std::sync::Mutex::default(),
             ahead_bytes: AtomicU64::new(0),
+            beyond_head: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Records, once a container has opened, whether opening read anything
+    /// beyond the head (see [`HEAD_ONLY`]).
+    fn remember_open(&self) {
+        let mut known = HEAD_ONLY.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let known = known.get_or_insert_with(std::collections::HashMap::new);
+        if self.beyond_head.load(Ordering::Relaxed) {
+            known.remove(self.url.as_str());
+            return;
+        }
+        if known.len() >= HEAD_ONLY_URLS {
+            known.clear();
+        }
+        known.insert(self.url.to_string(), Version::from(&self.meta));
     }
 
     /// The object named `name` relative to this one's URL (an external-file
@@ -533,9 +599,11 @@ impl Storage for RemoteStorage {
             } else if end <= self.head.len() as u64 {
                 buf.copy_from_slice(&self.head[*offset as usize..end as usize]);
             } else if *offset >= self.tail_at {
+                self.beyond_head.store(true, Ordering::Relaxed);
                 let from = (*offset - self.tail_at) as usize;
                 buf.copy_from_slice(&self.tail[from..from + buf.len()]);
             } else {
+                self.beyond_head.store(true, Ordering::Relaxed);
                 wanted.push((*offset, i));
             }
         }

@@ -187,6 +187,43 @@ fn a_cloud_optimized_container_reads_each_chunk_in_one_round_trip() {
     assert_eq!(storage.stats().requests, before.requests);
 }
 
+/// Opening a container that needs only its first bytes (cloud-optimized)
+/// fetches them alone the next time the same version of the object is
+/// opened: one request. One whose index lies at its end keeps fetching both
+/// ends at once; and an object replaced by one that needs its end is read
+/// right, its end fetched in a second round trip.
+#[test]
+fn reopening_a_container_whose_head_suffices_takes_one_request() {
+    let (server, dir, plain) = served("reopen");
+    let values = read_all(&Dataset::open(&plain).unwrap()).unwrap();
+    let cloud = dir.0.join("cloud.vds");
+    std::fs::copy(&plain, &cloud).unwrap();
+    let mut ds = vds::OpenOptions::new().write(true).open(&cloud).unwrap();
+    ds.compact_cloud_optimized().unwrap();
+    ds.close().unwrap();
+    server.put("cloud.vds", std::fs::read(&cloud).unwrap());
+    let opened = |name: &str| {
+        let storage = Arc::new(RemoteStorage::open(&server.url(name)).unwrap());
+        let ds = vds::remote::open_storage(&storage, &vds::OpenOptions::new()).unwrap();
+        let stats = storage.stats();
+        assert!(read_all(&ds).unwrap() == values, "{name}: the values differ");
+        (stats.requests, stats.round_trips)
+    };
+    assert_eq!(opened("cloud.vds"), (2, 1), "the first open fetches both ends");
+    assert_eq!(opened("cloud.vds"), (1, 1), "a reopen fetches the head alone");
+    assert_eq!(opened("cloud.vds"), (1, 1));
+    // The index at the end: both ends at once, every time (and then the
+    // rest of this small file, SPEC.md 9.4).
+    let (requests, round_trips) = opened("f.vds");
+    assert!(requests >= 2 && round_trips <= 2, "{requests} requests in {round_trips} round trips");
+    assert_eq!(opened("f.vds"), (requests, round_trips));
+    // Another version under the same URL, its index at its end: the head
+    // says so (its ETag), and the end follows, a round trip later.
+    server.put("cloud.vds", std::fs::read(&plain).unwrap());
+    assert_eq!(opened("cloud.vds"), (requests, round_trips + 1));
+    assert_eq!(opened("cloud.vds"), (requests, round_trips), "no longer remembered as needing its head only");
+}
+
 /// A request slower than the timeout is abandoned and retried: one slow
 /// answer costs a retry, and answers that are all too slow end in an I/O
 /// error naming the URL and byte range, after a bounded time.
