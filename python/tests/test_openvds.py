@@ -274,6 +274,25 @@ def test_round_trip_through_libvds_gives_the_same_volume(seismic, tmp_path):
         np.testing.assert_array_equal(ovds_read(back, c), arrays[a["channels"][c]["name"]])
 
 
+def test_a_channel_range_holds_finite_values_only_without_the_no_value(tmp_path, rng):
+    """The value range a channel gets, read in blocks of one chunk (four planes): blocks holding a
+    NaN, an infinity or the no-value leave those out, clean blocks count whole."""
+    from vds._openvds import _value_range
+
+    ref = rng.standard_normal((16, 16, 16)) * 100
+    ref[0, 0, 0], ref[1, 1, 1], ref[9, 3, 2] = np.nan, -999.25, np.inf  # blocks 0 and 2; 1 and 3 are clean
+    spec = {"dtype": "float64", "dims": ["x", "y", "z"], "chunks": [4, 16, 16]}
+    variables = {"v": {**spec, "no_value": -999.25}, "w": spec}
+    with vds.create(tmp_path / "r.vds", [("x", 16), ("y", 16), ("z", 16)], variables) as ds:
+        ds["v"][...] = ref
+        ds["w"][...] = ref
+    finite = np.isfinite(ref)
+    with vds.open(tmp_path / "r.vds") as ds:
+        keep = finite & (ref != -999.25)
+        assert _value_range(ds["v"], 4 * 16 * 16 * 8) == (ref[keep].min(), ref[keep].max())
+        assert _value_range(ds["w"], 4 * 16 * 16 * 8) == (ref[finite].min(), ref[finite].max()) == (-999.25, ref[finite].max())
+
+
 def test_to_openvds_from_numpy_values(tmp_path, rng):
     """A container made from NumPy arrays, of every dtype a channel takes or is widened to."""
     shape = (21, 34, 70)

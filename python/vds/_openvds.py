@@ -642,15 +642,24 @@ def _value_range(var, budget) -> tuple[Any, Any]:
     """The variable's smallest and largest finite values, read block by block (0, 1 when it has none)."""
     lo, hi = math.inf, -math.inf
     no_value = var.no_value
+    data = None
     for start, box in _blocks(list(var.shape), list(var.chunks), var.dtype.itemsize, budget):
+        del data  # the last block goes before the next is read: both at once would double the peak
         data = var[tuple(slice(s, s + n) for s, n in zip(start, box))]
         if data.dtype == np.bool_:
             data = data.astype(np.uint8)
+        if data.size == 0:
+            continue
+        # Python numbers (integers stay exact, for the int64 check of the caller).
+        low, high = data.min().item(), data.max().item()
+        if math.isfinite(low) and math.isfinite(high) and (no_value is None or not (data == no_value).any()):
+            # Every value counts: no copy of the block is made.
+            lo, hi = min(lo, low), max(hi, high)
+            continue
         keep = np.isfinite(data) if data.dtype.kind == "f" else np.ones(data.shape, bool)
         if no_value is not None:
             keep &= data != no_value
         if keep.any():
-            # Python numbers (integers stay exact, for the int64 check of the caller).
             lo, hi = min(lo, data[keep].min().item()), max(hi, data[keep].max().item())
     if lo > hi:
         return 0.0, 1.0
