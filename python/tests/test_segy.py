@@ -7,6 +7,7 @@ to_segy are read back by segyio.
 """
 
 import base64
+import os
 import struct
 
 import numpy as np
@@ -126,6 +127,22 @@ def test_sorted_file_round_trips_byte_for_byte(tmp_path, rng):
         mid = vds.from_segy(path, tmp_path / f"sorted{fmt}.vds", chunks=[2, 2, 8], buffer_size=1)
         assert vds.to_segy(mid, tmp_path / f"back{fmt}.sgy", buffer_size=1) == "amplitude"
         assert (tmp_path / f"back{fmt}.sgy").read_bytes() == path.read_bytes()
+
+
+def test_default_chunks_leave_little_padding(tmp_path, rng):
+    """At most 64 along each axis, evened out: 70 inlines make 2 chunks of 35 and 130 samples 3 of
+    44 (chunks of 64 would leave the last ones 6 and 2 long, and an uncompressed container would
+    store 2.7 times the samples)."""
+    vol = values(5, (70, 2, 130), rng)
+    path = tmp_path / "wide.sgy"
+    write(path, 5, [(1 + a, 10 + b, 0, vol[a, b]) for a in range(70) for b in range(2)], ns=130)
+    out = vds.from_segy(path, tmp_path / "wide.vds", codec=None)
+    with vds.open(out) as ds:
+        assert ds["amplitude"].chunks == (35, 2, 44)
+        assert ds["segy_trace_header"].chunks == (35, 2, 240)
+        np.testing.assert_array_equal(ds["amplitude"][...], vol)
+    cubes = vds.from_segy(path, tmp_path / "cubes.vds", codec=None, chunks=[64, 2, 64])  # as before
+    assert os.path.getsize(out) < 0.7 * os.path.getsize(cubes), (os.path.getsize(out), os.path.getsize(cubes))
 
 
 def test_crossline_sorted_missing_traces_and_offsets(tmp_path, rng):

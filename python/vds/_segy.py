@@ -38,7 +38,9 @@ def from_segy(path: str | os.PathLike[str], dst: str | os.PathLike[str], *, inli
     numbers (rev 0 files often use 9 and 21). ``prestack``: gathers by
     offset (also chosen when inline and crossline repeat); ``two_d``: one
     2-D line, whatever the inline numbers. ``chunks``: the chunk shape of
-    ``amplitude`` (default 64 along each axis; the trace headers follow it);
+    ``amplitude`` (default at most 64 along each axis, evened out so that
+    the last chunk is nearly full: 200 inlines make 4 chunks of 50; the
+    trace headers follow it);
     ``codec`` as in :func:`vds.create` (default deflate level 1); ``lods``
     levels of detail with ``lod_method``; ``partitionings``: further chunk
     shapes (2-D tiles). ``buffer_size``: bytes moved per block (64 MiB).

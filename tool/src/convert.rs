@@ -38,9 +38,10 @@ masks (as a bool variable NAME:missing) and strings (as uint8 with a
 trailing NAME:strlen axis). Raw binary needs --dtype and --shape.
 SEG-Y (rev 0, 1, 2.1; any sample format, either byte order, any trace
 order) becomes `amplitude` [inline, crossline, (offset,) sample] or
-[cdp, sample] for a 2-D line, with a mask where traces are missing,
-every trace header in `segy_trace_header`, and the textual and binary
-headers and world coordinates in the attributes.
+[cdp, sample] for a 2-D line (in chunks of at most 64 along each axis,
+evened out: 200 inlines make 4 chunks of 50), with a mask where traces
+are missing, every trace header in `segy_trace_header`, and the textual
+and binary headers and world coordinates in the attributes.
 
 OUTPUT may be an s3:// URL: the container is made in a temporary file and
 uploaded, as by `vds copy`.
