@@ -3,8 +3,9 @@
 //! The handle sits in a `RwLock`: reads take it shared and run in parallel
 //! with the GIL released; writes, commits and closing take it exclusively.
 //! The lock is taken with the GIL released; lookups that never wait on I/O
-//! take it with the GIL held only when it is free (`Dataset::shared`).
-//! Nothing holding it waits for the GIL, so the two locks cannot deadlock.
+//! take it with the GIL held only when it is free (`Dataset::shared`). No
+//! thread waits for the lock while holding the GIL, so the two locks
+//! cannot deadlock.
 
 use crate::errors::{invalid, lib, to_py, Failure, Outcome};
 use numpy::{PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
@@ -172,9 +173,18 @@ fn read_new<'py, T: numpy::Element + vds::Element>(
     layer: Layer,
     shape: &[u64],
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let dims: Vec<usize> = shape.iter().map(|&n| n as usize).collect();
-    // Zeroed (calloc: large arrays cost no pass), so that no value is ever uninitialised.
-    let arr = PyArrayDyn::<T>::zeros(py, dims, false);
+    let mut dims: Vec<numpy::npyffi::npy_intp> = shape.iter().map(|&n| n as numpy::npyffi::npy_intp).collect();
+    let nd = std::os::raw::c_int::try_from(dims.len()).map_err(|_| invalid(py, format!("{} axes", dims.len())))?;
+    // Zeroed (calloc: large arrays cost no pass), so that no value is ever
+    // uninitialised; made through NumPy's C API rather than
+    // `PyArray::zeros`, which panics where NumPy raises MemoryError.
+    // SAFETY: `dims` holds `nd` extents (each within the memory limit the
+    // caller checked, so within npy_intp), and PyArray_Zeros steals the
+    // reference to the descriptor that `into_dtype_ptr` makes.
+    let arr = unsafe {
+        let ptr = numpy::npyffi::PY_ARRAY_API.PyArray_Zeros(py, nd, dims.as_mut_ptr(), T::get_dtype(py).into_dtype_ptr(), 0);
+        Bound::from_owned_ptr_or_err(py, ptr)?.cast_into::<PyArrayDyn<T>>()?
+    };
     if !shape.contains(&0) {
         let region = lib(py, Region::full(shape))?;
         // SAFETY: the array was made above and has not been handed to Python yet,

@@ -329,6 +329,13 @@ def test_errors_raise_the_right_exception(tmp_path, rng):
             r["amp"][20]
         with pytest.raises(vds.OutOfMemoryError, match="memory limit"):
             vds.open(path, memory_limit=1000)["amp"][...]
+    # Within the memory limit but beyond what any machine can allocate (1 PiB): MemoryError.
+    huge = tmp_path / "huge.vds"
+    vds.create(huge, axes=[("a", 1 << 25), ("b", 1 << 25)], variables={"v": {"dtype": "uint8", "dims": ["a", "b"], "chunks": [1024, 1024]}}).close()
+    with vds.open(huge, memory_limit=1 << 62) as h:
+        with pytest.raises(MemoryError):
+            h["v"][...]
+        assert h["v"][:2, :3].tolist() == [[0, 0, 0], [0, 0, 0]]
     # Writes of the whole variable are held to the memory limit, however they are spelled.
     big = tmp_path / "big.vds"
     vds.create(big, axes=[("x", 10000)], variables={"v": {"dtype": "float64", "dims": ["x"], "chunks": [1000]}}).close()

@@ -224,7 +224,7 @@ class Dataset(Mapping):
     def __getitem__(self, name):
         try:
             index = self._core.index(name)
-        except TypeError:  # not a str: no variable has that name
+        except (TypeError, UnicodeEncodeError):  # not a str, or not one a name can be
             index = None
         if index is None:
             raise KeyError(f"no variable {name!r} in {self._path} (variables: {', '.join(self._vars()[1]) or 'none'})")

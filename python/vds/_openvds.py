@@ -642,9 +642,9 @@ def _value_range(var, budget) -> tuple[Any, Any]:
     """The variable's smallest and largest finite values, read block by block (0, 1 when it has none)."""
     lo, hi = math.inf, -math.inf
     no_value = var.no_value
-    data = None
+    data = keep = None
     for start, box in _blocks(list(var.shape), list(var.chunks), var.dtype.itemsize, budget):
-        del data  # the last block goes before the next is read: both at once would double the peak
+        data = keep = None  # the last block goes before the next is read: both at once would double the peak
         data = var[tuple(slice(s, s + n) for s, n in zip(start, box))]
         if data.dtype == np.bool_:
             data = data.astype(np.uint8)

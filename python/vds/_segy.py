@@ -43,7 +43,8 @@ def from_segy(path: str | os.PathLike[str], dst: str | os.PathLike[str], *, inli
     trace headers follow it);
     ``codec`` as in :func:`vds.create` (default deflate level 1); ``lods``
     levels of detail with ``lod_method``; ``partitionings``: further chunk
-    shapes (2-D tiles). ``buffer_size``: bytes moved per block (64 MiB).
+    shapes (2-D tiles). ``buffer_size``: bytes of the blocks in flight (64 MiB:
+    two of 32 MiB, one read while the other is written).
 
     Raises :class:`NotFoundError` when ``path`` does not exist,
     :class:`CorruptFileError` for a damaged file (``offset`` is the byte,

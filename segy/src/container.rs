@@ -165,7 +165,9 @@ pub struct ImportOptions {
     /// default at most 64 samples along each axis, as OpenVDS's bricks,
     /// evened out over the axis (200 inlines: chunks of 50).
     pub chunk: Option<Vec<u64>>,
-    /// Bytes read and written per block.
+    /// Bytes of the blocks in flight: two of half of it, one read while the
+    /// other is written (or one of all of it, when a row of chunks is more
+    /// than half).
     pub block_bytes: u64,
 }
 
@@ -409,6 +411,8 @@ pub fn fill<S: Source + Sync>(
     if in_flight == 1 {
         pieces = vds::RegionPieces::new(&shape, &bchunk, esize, budget);
     }
+    // Set when the writer stops (it failed, or was cancelled): so does the reading.
+    let stop = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| {
         // Blocks go to the writer through `full` and come back through
         // `empty` to be filled again, each with its own buffers.
@@ -417,11 +421,14 @@ pub fn fill<S: Source + Sync>(
         for _ in 0..in_flight {
             let _ = empty_tx.send(Block::default());
         }
+        let stopped = &stop;
         let producer = scope.spawn(move || -> Result<()> {
             let (mut run, mut scratch) = (Vec::new(), Vec::new());
             for (start, bshape) in pieces {
-                // The writer stopped (it failed, or was cancelled): so does the reading.
                 let Ok(mut b) = empty_rx.recv() else { return Ok(()) };
+                if stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                    return Ok(());
+                }
                 reader.read(&start, &bshape, &mut b, &mut run, &mut scratch)?;
                 if full_tx.send(b).is_err() {
                     return Ok(());
@@ -438,6 +445,7 @@ pub fn fill<S: Source + Sync>(
                 written = Err(Error::Cancelled);
             }
             if written.is_err() {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
                 break;
             }
             let _ = empty_tx.send(b);
@@ -450,7 +458,7 @@ pub fn fill<S: Source + Sync>(
 
 /// One block of the volume: where it lies, and its samples, trace headers
 /// and missing-sample mask as read. The buffers are kept from block to
-/// block, sized for the largest (the first), and only the first
+/// block, grown to the largest block they have held, and only the first
 /// `samples_len` and `heads_len` bytes hold this block's.
 #[derive(Default)]
 struct Block {

@@ -347,10 +347,12 @@ impl FaultServer {
     }
 
     /// Serves `bytes` at `/name`, replacing (with a new ETag) what was there.
+    /// ETags are unique in the process, so that no two servers (one on a
+    /// port another had) give the same ETag to different objects.
     pub fn put(&self, name: &str, bytes: Vec<u8>) {
-        let mut objects = self.objects.lock().unwrap();
-        let version = objects.get(name).map_or(1, |(_, v)| v + 1);
-        objects.insert(name.to_string(), (std::sync::Arc::new(bytes), version));
+        static VERSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let version = VERSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.objects.lock().unwrap().insert(name.to_string(), (std::sync::Arc::new(bytes), version));
     }
 
     pub fn url(&self, name: &str) -> String {
