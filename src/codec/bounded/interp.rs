@@ -377,18 +377,20 @@ fn choose<T: Float>(data: &[u8], n: [usize; 3], method: u8, tol: f64, exact: &[u
     let (sample, m) = corner::<T>(data, n, side);
     let mut form = Form { method, k: 0, cubic: false, g: 0 };
     // The best order by linear interpolation, then the better kind along
-    // it: the order matters for both kinds alike.
-    let mut best: Option<(f64, u8, Quantized)> = None;
+    // it: the order matters for both kinds alike. (Method 4 chooses its
+    // kind by stream length below and keeps no codes of the orders.)
+    let graded = method == METHOD_GRADED;
+    let mut best: Option<(f64, u8, Option<Quantized>)> = None;
     for k in distinct_orders(m) {
         let q = Form { k, ..form }.quantize::<T>(&sample, m, tol, exact);
         let c = q.cost();
         if best.as_ref().is_none_or(|b| c < b.0) {
-            best = Some((c, k, q));
+            best = Some((c, k, (!graded).then_some(q)));
         }
     }
     let Some((linear, k, lq)) = best else { return form };
     form.k = k;
-    if method == METHOD_GRADED {
+    if graded {
         // Judged ungraded, linear looks better than it is: the cubic
         // weights amplify the coarser levels' rounding, which grading
         // removes (on the smooth volume at 0.001 of its range, the ungraded
@@ -399,6 +401,7 @@ fn choose<T: Float>(data: &[u8], n: [usize; 3], method: u8, tol: f64, exact: &[u
         form.g = grade::<T>(data, n, form, tol, exact);
         return form;
     }
+    let Some(lq) = lq else { return form };
     let cubic = Form { cubic: true, ..form };
     let cq = cubic.quantize::<T>(&sample, m, tol, exact);
     if lq.codes.iter().filter(|&&c| c == 1).count() * 2 < lq.codes.len() {
