@@ -166,33 +166,24 @@ fn read_typed<T: numpy::Element + vds::Element>(
     ds.with(py, |d| Ok(d.read_lod(layer.var, layer.lod, None, &region, order, buf)?))
 }
 
-/// Reads `layer` whole into a new C-order array of `shape`.
-fn read_new<'py, T: numpy::Element + vds::Element>(
-    py: Python<'py>,
+/// Reads `layer` whole (of `shape`) into `fresh`, a C-order array of `T`
+/// just made and not yet handed to Python.
+fn read_fresh<T: numpy::Element + vds::Element>(
+    py: Python<'_>,
     ds: &Dataset,
     layer: Layer,
     shape: &[u64],
-) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let mut dims: Vec<numpy::npyffi::npy_intp> = shape.iter().map(|&n| n as numpy::npyffi::npy_intp).collect();
-    let nd = std::os::raw::c_int::try_from(dims.len()).map_err(|_| invalid(py, format!("{} axes", dims.len())))?;
-    // Zeroed (calloc: large arrays cost no pass), so that no value is ever
-    // uninitialised; made through NumPy's C API rather than
-    // `PyArray::zeros`, which panics where NumPy raises MemoryError.
-    // SAFETY: `dims` holds `nd` extents (each within the memory limit the
-    // caller checked, so within npy_intp), and PyArray_Zeros steals the
-    // reference to the descriptor that `into_dtype_ptr` makes.
-    let arr = unsafe {
-        let ptr = numpy::npyffi::PY_ARRAY_API.PyArray_Zeros(py, nd, dims.as_mut_ptr(), T::get_dtype(py).into_dtype_ptr(), 0);
-        Bound::from_owned_ptr_or_err(py, ptr)?.cast_into::<PyArrayDyn<T>>()?
-    };
-    if !shape.contains(&0) {
-        let region = lib(py, Region::full(shape))?;
-        // SAFETY: the array was made above and has not been handed to Python yet,
-        // so nothing else can view or change its memory during the read.
-        let buf = unsafe { arr.as_slice_mut() }.map_err(bad_array(py, "new"))?;
-        ds.with(py, |d| Ok(d.read_lod(layer.var, layer.lod, None, &region, Order::C, buf)?))?;
+    fresh: &Bound<'_, PyUntypedArray>,
+) -> PyResult<()> {
+    if shape.contains(&0) {
+        return Ok(());
     }
-    Ok(arr.into_any().cast_into::<PyUntypedArray>()?)
+    let region = lib(py, Region::full(shape))?;
+    let arr = fresh.cast::<PyArrayDyn<T>>()?;
+    // SAFETY: the caller made the array and has not handed it to Python, so
+    // nothing else can view or change its memory during the read.
+    let buf = unsafe { arr.as_slice_mut() }.map_err(bad_array(py, "new"))?;
+    ds.with(py, |d| Ok(d.read_lod(layer.var, layer.lod, None, &region, Order::C, buf)?))
 }
 
 fn write_typed<T: numpy::Element + vds::Element>(
@@ -343,14 +334,13 @@ impl Dataset {
         by_dtype!(py, out, read_typed(py, self, layer, &start, &step, out))
     }
 
-    /// read_all(var, lod, limit) -> ndarray | None
+    /// read_all(var, lod, limit) -> ndarray
     ///
     /// Level `lod` of variable `var` whole, in a new C-order array of its
     /// dtype: the commonest read (`var[...]`) in one call. Raises
-    /// `OutOfMemoryError` when the array would exceed `limit` bytes; returns
-    /// None for a dtype NumPy has no native type for (the caller reads
-    /// through `read`).
-    fn read_all<'py>(&self, py: Python<'py>, var: usize, lod: u8, limit: u64) -> PyResult<Option<Bound<'py, PyUntypedArray>>> {
+    /// `OutOfMemoryError` when the array would exceed `limit` bytes, and
+    /// NumPy's `MemoryError` when it cannot be had.
+    fn read_all<'py>(&self, py: Python<'py>, var: usize, lod: u8, limit: u64) -> PyResult<Bound<'py, PyUntypedArray>> {
         let (dtype, shape) = self.with_now(py, |d| {
             let v = d.variable(var)?;
             let no_level = || Failure::Refused("OutOfRange", format!("variable {:?} has no level of detail {lod}", v.name()));
@@ -363,22 +353,21 @@ impl Dataset {
             );
             return Err(to_py(py, Failure::Refused("OutOfMemory", m)));
         }
+        let mut dims: Vec<numpy::npyffi::npy_intp> = shape.iter().map(|&n| n as numpy::npyffi::npy_intp).collect();
+        let nd = std::os::raw::c_int::try_from(dims.len()).map_err(|_| invalid(py, format!("{} axes", dims.len())))?;
+        // Zeroed (calloc: large arrays cost no pass), so that no value is
+        // ever uninitialised; made through NumPy's C API rather than
+        // `PyArray::zeros`, which panics where NumPy raises MemoryError.
+        // SAFETY: `dims` holds `nd` extents (each within the memory limit
+        // checked above, so within npy_intp), and PyArray_Zeros steals the
+        // reference to the descriptor that `into_dtype_ptr` makes.
+        let fresh = unsafe {
+            let ptr = numpy::npyffi::PY_ARRAY_API.PyArray_Zeros(py, nd, dims.as_mut_ptr(), numpy_dtype(py, dtype)?.into_dtype_ptr(), 0);
+            Bound::from_owned_ptr_or_err(py, ptr)?.cast_into::<PyUntypedArray>()?
+        };
         let layer = Layer { var, lod };
-        use vds::DType as D;
-        Ok(Some(match dtype {
-            D::Float32 => read_new::<f32>(py, self, layer, &shape)?,
-            D::Float64 => read_new::<f64>(py, self, layer, &shape)?,
-            D::Int8 => read_new::<i8>(py, self, layer, &shape)?,
-            D::Int16 => read_new::<i16>(py, self, layer, &shape)?,
-            D::Int32 => read_new::<i32>(py, self, layer, &shape)?,
-            D::Int64 => read_new::<i64>(py, self, layer, &shape)?,
-            D::UInt8 => read_new::<u8>(py, self, layer, &shape)?,
-            D::UInt16 => read_new::<u16>(py, self, layer, &shape)?,
-            D::UInt32 => read_new::<u32>(py, self, layer, &shape)?,
-            D::UInt64 => read_new::<u64>(py, self, layer, &shape)?,
-            D::Bool => read_new::<bool>(py, self, layer, &shape)?,
-            _ => return Ok(None),
-        }))
+        by_dtype!(py, fresh, read_fresh(py, self, layer, &shape, &fresh))?;
+        Ok(fresh)
     }
 
     /// index(name) -> int | None

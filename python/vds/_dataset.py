@@ -540,9 +540,7 @@ class Variable:
     def __getitem__(self, key):
         if key is Ellipsis:
             # The whole variable, the commonest read: one call, which makes the array.
-            out = self._ds._core.read_all(self._index, self._lod, self._ds._limit)
-            if out is not None:
-                return out
+            return self._ds._core.read_all(self._index, self._lod, self._ds._limit)
         return self._read(key, "C", self._ds._vars()[0][self._index][0])
 
     def read(self, key: Any = (), order: str = "C", out: np.ndarray | None = None) -> np.ndarray:
