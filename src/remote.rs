@@ -160,7 +160,10 @@ pub fn open_storage(storage: &Arc<RemoteStorage>, options: &OpenOptions) -> crat
 /// URL, with the version seen then: a later open of the same URL fetches
 /// the head alone, and the tail too only when the version has changed. At
 /// most [`HEAD_ONLY_URLS`]; past that, all are forgotten.
-static HEAD_ONLY: std::sync::Mutex<Option<std::collections::HashMap<String, Version>>> = std::sync::Mutex::new(None);
+fn head_only() -> std::sync::MutexGuard<'static, std::collections::HashMap<String, Version>> {
+    static HEAD_ONLY: OnceLock<std::sync::Mutex<std::collections::HashMap<String, Version>>> = OnceLock::new();
+    HEAD_ONLY.get_or_init(std::sync::Mutex::default).lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 /// How many URLs this process remembers as needing only their first
 /// [`HEAD_FETCH`] bytes to open (see [`RemoteStorage::open`]).
 pub const HEAD_ONLY_URLS: usize = 4096;
@@ -217,7 +220,7 @@ pub struct RemoteStorage {
     /// Bytes held in `ahead` and reserved for fetches ahead in flight: at
     /// most [`READ_AHEAD_MAX`], however many threads announce reads at once.
     ahead_bytes: AtomicU64,
-    /// Whether any read has needed bytes beyond `head` (see [`HEAD_ONLY`]).
+    /// Whether any read has needed bytes beyond `head` (see [`head_only`]).
     beyond_head: std::sync::atomic::AtomicBool,
 }
 
@@ -416,8 +419,7 @@ impl RemoteStorage {
     fn open_in(store: Arc<dyn ObjectStore>, timeout: Duration, url: Url, path: ObjectPath) -> io::Result<RemoteStorage> {
         let requests = AtomicU64::new(0);
         let rt = runtime()?;
-        let head_only =
-            HEAD_ONLY.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref().and_then(|m| m.get(url.as_str()).cloned());
+        let head_only = head_only().get(url.as_str()).cloned();
         let head_fetch = || fetch(&*store, &url, &path, GetRange::Bounded(0..HEAD_FETCH), None, 0..HEAD_FETCH, &requests);
         let tail_fetch = || fetch(&*store, &url, &path, GetRange::Suffix(TAIL_FETCH), None, 0..0, &requests);
         let (first, last) = rt.block_on(async {
@@ -464,10 +466,9 @@ impl RemoteStorage {
     }
 
     /// Records, once a container has opened, whether opening read anything
-    /// beyond the head (see [`HEAD_ONLY`]).
+    /// beyond the head (see [`head_only`]).
     fn remember_open(&self) {
-        let mut known = HEAD_ONLY.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let known = known.get_or_insert_with(std::collections::HashMap::new);
+        let mut known = head_only();
         if self.beyond_head.load(Ordering::Relaxed) {
             known.remove(self.url.as_str());
             return;
