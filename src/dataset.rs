@@ -130,6 +130,10 @@ pub struct Dataset {
     desc_dirty: bool,
     /// Next free byte of the container.
     end: u64,
+    /// The length of the file a new container was written over, when it
+    /// was longer: cut to the container at its first commit, or at close
+    /// when none comes (SPEC.md 7.6).
+    overwritten: Option<u64>,
     /// Next free byte of each external slot (None until first written).
     slot_ends: Vec<Option<u64>>,
     policy: SlotPolicy,

@@ -7,6 +7,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A random-access byte store: a file, an in-memory buffer, or a test layer over either.
@@ -72,17 +73,27 @@ pub trait Storage: Send + Sync {
     fn sync(&self) -> io::Result<()>;
 }
 
-/// Opens `path` with `options`, refusing anything but a regular file
-/// without blocking: a FIFO or a device named by a file (a slot name, say)
-/// would otherwise block the open, or every read, for as long as its
-/// other end likes.
+/// Opens `path` with `options` without blocking: a FIFO or a device named
+/// by a file (a slot name, say) would otherwise block the open for as long
+/// as its other end likes. The file is not checked yet: [`regular`] checks
+/// it and turns blocking back on.
 ///
 /// # Errors
-/// Any error of the open; `InvalidInput` naming the kind of file when it is
+/// Any error of the open.
+pub(crate) fn open_nonblocking(path: &std::path::Path, options: &mut OpenOptions) -> io::Result<File> {
+    options.custom_flags(libc::O_NONBLOCK).open(path)
+}
+
+/// Refuses anything but a regular file in `file` (opened from `path` by
+/// [`open_nonblocking`]), else returns its metadata with the file back in
+/// blocking mode. (A device or FIFO would otherwise block every read.)
+///
+/// # Errors
+/// Any error of `fstat`; `InvalidInput` naming the kind of file when it is
 /// not a regular one.
-pub(crate) fn open_regular(path: &std::path::Path, options: &mut OpenOptions) -> io::Result<File> {
-    let file = options.custom_flags(libc::O_NONBLOCK).open(path)?;
-    let kind = file.metadata()?.file_type();
+pub(crate) fn regular(file: &File, path: &std::path::Path) -> io::Result<std::fs::Metadata> {
+    let meta = file.metadata()?;
+    let kind = meta.file_type();
     if !kind.is_file() {
         use std::os::unix::fs::FileTypeExt;
         let what = if kind.is_dir() {
@@ -100,44 +111,74 @@ pub(crate) fn open_regular(path: &std::path::Path, options: &mut OpenOptions) ->
         };
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} is {what}, not a regular file", path.display())));
     }
-    // Back to blocking mode (which regular files ignore on Linux, but not everywhere).
+    // Back to blocking mode (which regular files ignore on Linux, but not
+    // everywhere). O_NONBLOCK is the only status flag F_SETFL can change
+    // that libvds ever opens a file with (never O_APPEND, O_DIRECT, O_ASYNC
+    // or O_NOATIME), so clearing them all needs no F_GETFL first.
     // SAFETY: fcntl on a valid, open descriptor has no memory effects.
     unsafe {
-        let fd = file.as_raw_fd();
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags >= 0 {
-            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
-        }
+        libc::fcntl(file.as_raw_fd(), libc::F_SETFL, 0);
     }
-    Ok(file)
+    Ok(meta)
+}
+
+/// [`open_nonblocking`], then [`regular`]: the file and its metadata.
+///
+/// # Errors
+/// As those two.
+pub(crate) fn open_regular(path: &std::path::Path, options: &mut OpenOptions) -> io::Result<(File, std::fs::Metadata)> {
+    let file = open_nonblocking(path, options)?;
+    let meta = regular(&file, path)?;
+    Ok((file, meta))
 }
 
 /// A store on a local file.
 pub struct FileStorage {
     file: File,
+    /// The length the opener just read (`UNKNOWN` once used or written
+    /// over): the first [`Storage::len`] after opening needs no `fstat`.
+    opened_len: AtomicU64,
 }
+
+/// No length known: ask the file.
+const UNKNOWN: u64 = u64::MAX;
 
 impl FileStorage {
     /// Wraps an open file.
     pub fn new(file: File) -> FileStorage {
-        FileStorage { file }
+        FileStorage { file, opened_len: AtomicU64::new(UNKNOWN) }
+    }
+    /// Wraps a file whose metadata was read just now (by [`regular`]): the
+    /// first call of [`Storage::len`], if no write comes before it,
+    /// answers from it.
+    pub(crate) fn opened(file: File, meta: &std::fs::Metadata) -> FileStorage {
+        FileStorage { file, opened_len: AtomicU64::new(meta.len().min(UNKNOWN - 1)) }
+    }
+    fn written(&self) {
+        self.opened_len.store(UNKNOWN, Ordering::Relaxed);
     }
 }
 
 impl Storage for FileStorage {
     fn len(&self) -> io::Result<u64> {
-        Ok(self.file.metadata()?.len())
+        match self.opened_len.swap(UNKNOWN, Ordering::Relaxed) {
+            UNKNOWN => Ok(self.file.metadata()?.len()),
+            len => Ok(len),
+        }
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         self.file.read_exact_at(buf, offset)
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.written();
         self.file.write_all_at(data, offset)
     }
     fn write_pieces_at(&self, offset: u64, pieces: &[&[u8]]) -> io::Result<()> {
+        self.written();
         write_all_vectored_at(&self.file, offset, pieces)
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
+        self.written();
         self.file.set_len(len)
     }
     fn sync(&self) -> io::Result<()> {

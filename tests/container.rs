@@ -429,11 +429,21 @@ fn overwriting_leaves_exactly_the_new_container_whatever_the_old_one_was() {
             .variable(&VariableBuilder::new("v", DType::Int64, &["x"]))
             .create(path)
             .unwrap();
-        // Created: exactly the head and the two slots, whatever was there before.
-        let bytes = std::fs::read(path).unwrap();
-        assert_eq!(bytes.len(), body_start(&bytes), "a new container is its head and slots");
+        // Created: the old bytes beyond the new head and slots are no part of it.
+        assert_eq!(Dataset::open(path).unwrap().read_vec::<i64>("v", &Region::full(&[1]).unwrap(), Order::C).unwrap(), [0]);
         ds.write("v", &Region::full(&[1]).unwrap(), Order::C, &[value]).unwrap();
         ds.close().unwrap();
+        // Committed: the file is the same bytes as the container written afresh.
+        let fresh = path.with_extension("fresh");
+        let _ = std::fs::remove_file(&fresh);
+        let mut ds = DatasetBuilder::new()
+            .axis(Axis::new("x", 1))
+            .variable(&VariableBuilder::new("v", DType::Int64, &["x"]))
+            .create(&fresh)
+            .unwrap();
+        ds.write("v", &Region::full(&[1]).unwrap(), Order::C, &[value]).unwrap();
+        ds.close().unwrap();
+        assert!(std::fs::read(path).unwrap() == std::fs::read(&fresh).unwrap(), "overwritten with {value}: not the container alone");
     };
     // A large aligned container with stored chunks, overwritten by a tiny compact one,
     // then by the large one again, then by another tiny one over the tiny one.
@@ -466,6 +476,46 @@ fn overwriting_leaves_exactly_the_new_container_whatever_the_old_one_was() {
     let ds = Dataset::open(&path).unwrap();
     assert_eq!(ds.read_vec::<i64>("v", &Region::full(&[1]).unwrap(), Order::C).unwrap(), [-3]);
     assert_eq!(std::fs::metadata(&path).unwrap().len(), len, "the same tiny container, the same length");
+}
+
+#[test]
+fn an_overwritten_file_is_cut_at_close_when_nothing_was_committed_and_reads_when_never_closed() {
+    let dir = Scratch::new("overwrite_uncommitted");
+    let path = dir.path("u.vds");
+    let full = Region::full(&[40, 30, 20]).unwrap();
+    let mut ds = volume("v", 10).create(&path).unwrap();
+    ds.write("v", &full, Order::C, &vec![5.0f64; 24000]).unwrap();
+    ds.close().unwrap();
+    let tiny = || {
+        DatasetBuilder::new()
+            .overwrite(true)
+            .axis(Axis::new("x", 1))
+            .variable(&VariableBuilder::new("v", DType::Int64, &["x"]))
+            .create(&path)
+            .unwrap()
+    };
+    // Closed with nothing written: exactly the head and the two slots.
+    tiny().close().unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(bytes.len(), body_start(&bytes), "a new container closed unwritten is its head and slots");
+    // Over the large one again, dropped without closing: the old bytes stay
+    // beyond the committed length, where readers and the next writer ignore them.
+    let mut ds = volume("v", 10).overwrite(true).create(&path).unwrap();
+    ds.write("v", &full, Order::C, &vec![5.0f64; 24000]).unwrap();
+    ds.close().unwrap();
+    let big_len = std::fs::metadata(&path).unwrap().len();
+    drop(tiny());
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), big_len);
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.read_vec::<i64>("v", &Region::full(&[1]).unwrap(), Order::C).unwrap(), [0]);
+    assert!(ds.verify().unwrap().problems.is_empty());
+    drop(ds);
+    let mut ds = Dataset::open_rw(&path).unwrap();
+    ds.write("v", &Region::full(&[1]).unwrap(), Order::C, &[9i64]).unwrap();
+    ds.close().unwrap();
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.read_vec::<i64>("v", &Region::full(&[1]).unwrap(), Order::C).unwrap(), [9]);
+    assert!(ds.verify().unwrap().problems.is_empty());
 }
 
 #[test]

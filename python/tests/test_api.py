@@ -68,6 +68,32 @@ def test_metadata(tmp_path, rng):
     ds.close()
 
 
+def test_options_left_out_or_given_as_none_are_the_librarys_defaults(tmp_path):
+    """What create sends the extension holds only the options given: the rest, and those given
+    as None, False or empty, must come out as the library's defaults, the same file byte for byte."""
+    value = np.arange(24, dtype=np.int16).reshape(4, 6)
+    spelled = {"dtype": np.int16, "dims": ["y", "x"], "chunks": None, "codec": None, "fill_value": None,
+               "unit": "", "attrs": {}, "lods": 0, "partitionings": [], "no_value": None, "quantization": None,
+               "margin": None, "mask": False, "blocks": None}
+    axes = [{"name": "y", "size": 4, "unit": None, "first": None, "last": None, "growable": False, "max_size": None},
+            ("x", 6)]
+    for name, ax, var in [("short.vds", [("y", 4), ("x", 6)], {"dtype": "int16", "dims": ["y", "x"]}),
+                          ("spelled.vds", axes, spelled)]:
+        with vds.create(tmp_path / name, axes=ax, variables={"v": var}, attrs=None, slots=()) as ds:
+            ds["v"][...] = value
+    assert (tmp_path / "short.vds").read_bytes() == (tmp_path / "spelled.vds").read_bytes()
+    with vds.open(tmp_path / "short.vds") as ds:
+        v = ds["v"]
+        assert v.codec["id"] == "none" and v.fill_value == 0 and not v.axes["y"].growable
+        np.testing.assert_array_equal(v[...], value)
+    # A maximum size alone makes an axis growable, as growable=True does.
+    for name, y in [("max.vds", {"name": "y", "size": 4, "max_size": 10}),
+                    ("grow.vds", {"name": "y", "size": 4, "growable": True, "max_size": 10})]:
+        with vds.create(tmp_path / name, axes=[y, ("x", 6)], variables={"v": {"dtype": "int16", "dims": ["y", "x"]}}) as ds:
+            assert ds.axes["y"].growable and ds.axes["y"].max_size == 10
+    assert (tmp_path / "max.vds").read_bytes() == (tmp_path / "grow.vds").read_bytes()
+
+
 def test_attributes_are_committed_with_the_data(tmp_path, rng):
     ds, _ = volume(tmp_path, rng)
     ds.attrs["list"] = [1, 2, 3]

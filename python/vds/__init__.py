@@ -166,12 +166,32 @@ def _axis_spec(a):
         a = {"name": a[0], "size": a[1]}
     if not isinstance(a, dict):
         raise InvalidArgumentError(f"an axis is (name, size) or a dict; got {a!r}")
-    known = {"name", "size", "unit", "first", "last", "growable", "max_size"}
-    if set(a) - known:
-        raise InvalidArgumentError(f"axis {a.get('name')!r}: unknown keys {sorted(set(a) - known)} (known: {sorted(known)})")
-    return {"name": a["name"], "samples": int(a["size"]), "unit": a.get("unit", ""), "first": a.get("first"),
-            "last": a.get("last"), "growable": bool(a.get("growable", False) or a.get("max_size") is not None),
-            "max_samples": a.get("max_size")}
+    if not _AXIS_KEYS.issuperset(a):
+        raise InvalidArgumentError(f"axis {a.get('name')!r}: unknown keys {sorted(set(a) - _AXIS_KEYS)} (known: {sorted(_AXIS_KEYS)})")
+    # Only what was given: the extension's defaults are the library's.
+    out = {"name": a["name"], "samples": int(a["size"])}
+    for key, to in (("unit", "unit"), ("first", "first"), ("last", "last"), ("max_size", "max_samples")):
+        if a.get(key) is not None:
+            out[to] = a[key]
+    if a.get("growable") or a.get("max_size") is not None:
+        out["growable"] = True
+    return out
+
+
+_AXIS_KEYS = {"name", "size", "unit", "first", "last", "growable", "max_size"}
+
+# NumPy dtype names by the names and types people pass (np.dtype() of a string costs a microsecond or two).
+_DTYPE_NAMES: dict[Any, str] = {}
+
+
+def _dtype_name(d):
+    try:
+        return _DTYPE_NAMES[d]
+    except (KeyError, TypeError):  # TypeError: an unhashable dtype-like
+        name = np.dtype(d).name
+        if isinstance(d, (str, type)) and len(_DTYPE_NAMES) < 256:
+            _DTYPE_NAMES[d] = name
+        return name
 
 
 def _codec_spec(c):
@@ -203,30 +223,39 @@ _VAR_KEYS = {"dtype", "dims", "chunks", "codec", "fill_value", "unit", "attrs", 
 
 
 def _variable_spec(name, v):
-    if set(v) - _VAR_KEYS:
+    if not _VAR_KEYS.issuperset(v):
         raise InvalidArgumentError(f"variable {name!r}: unknown keys {sorted(set(v) - _VAR_KEYS)} (known: {sorted(_VAR_KEYS)})")
-    q = v.get("quantization")
+    # Only what was given (a key given as None is not given): the extension's defaults are the library's.
+    out = {"name": name, "dtype": _dtype_name(v["dtype"]), "axes": list(v["dims"])}
+    get = v.get
+    if get("chunks") is not None:
+        out["chunks"] = [int(c) for c in v["chunks"]]
+    if get("codec") is not None:
+        out["codec"] = _codec_spec(v["codec"])
+    for key in ("fill_value", "no_value"):
+        if get(key) is not None:
+            out[key] = _scalar(v[key])
+    if get("unit"):
+        out["unit"] = v["unit"]
+    if get("attrs"):
+        out["attrs"] = json.loads(_json(v["attrs"]))
+    if get("lods"):
+        out["lods"] = {"levels": int(v["lods"]), "axes": list(get("lod_axes", [])), "method": get("lod_method", "average")}
+    if get("partitionings"):
+        out["partitionings"] = [[int(c) for c in p] for p in v["partitionings"]]
+    q = get("quantization")
     if q is not None:
-        q = {"storage": np.dtype(q[0]).name, "min": float(q[1]), "max": float(q[2])} if isinstance(q, (tuple, list)) else dict(q)
-    margin = v.get("margin")
-    return {
-        "name": name,
-        "dtype": np.dtype(v["dtype"]).name,
-        "axes": list(v["dims"]),
-        "chunks": None if v.get("chunks") is None else [int(c) for c in v["chunks"]],
-        "codec": _codec_spec(v.get("codec")),
-        "fill_value": _scalar(v.get("fill_value")),
-        "unit": v.get("unit", ""),
-        "attrs": json.loads(_json(v["attrs"])) if v.get("attrs") else {},
-        "lods": None if not v.get("lods") else {"levels": int(v["lods"]), "axes": list(v.get("lod_axes", [])),
-                                                  "method": v.get("lod_method", "average")},
-        "partitionings": [[int(c) for c in p] for p in v.get("partitionings", [])],
-        "no_value": _scalar(v.get("no_value")),
-        "quantization": q,
-        "margin": None if margin is None else ([margin, margin] if isinstance(margin, int) else list(margin)),
-        "mask": bool(v.get("mask", False)),
-        "blocks": _blocks_spec(name, v.get("blocks")),
-    }
+        out["quantization"] = ({"storage": np.dtype(q[0]).name, "min": float(q[1]), "max": float(q[2])}
+                               if isinstance(q, (tuple, list)) else dict(q))
+    margin = get("margin")
+    if margin is not None:
+        out["margin"] = [margin, margin] if isinstance(margin, int) else list(margin)
+    if get("mask"):
+        out["mask"] = True
+    blocks = _blocks_spec(name, get("blocks"))
+    if blocks is not None:
+        out["blocks"] = blocks
+    return out
 
 
 def _blocks_spec(name, blocks):
@@ -301,12 +330,14 @@ def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping
     spec = {
         "axes": [_axis_spec(a) for a in axes],
         "variables": [_variable_spec(n, v) for n, v in items],
-        "attrs": json.loads(_json(attrs)) if attrs else {},
         "overwrite": bool(overwrite),
         "sync": bool(sync),
-        "slots": list(slots),
         "layout": layout,
     }
+    if attrs:
+        spec["attrs"] = json.loads(_json(attrs))
+    if slots:
+        spec["slots"] = list(slots)
     core = _vds.create(os.fspath(path), json.dumps(spec))
     if memory_limit is not None:
         core.set_memory_limit(memory_limit)

@@ -2,13 +2,14 @@
 //! descriptor they make, and creating the file.
 
 use super::chunking::{self, default_block_shape};
-use super::{locking, slots, Dataset, Durability, Layout, DEFAULT_MEMORY_LIMIT};
+use super::open::NewHead;
+use super::{locking, slots, Dataset, Durability, Layout};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::spec::{
     features_used_by, Axis, AxisJson, Codec, CodecJson, Compression, DType, DescriptorJson, LodJson, LodMethod, PartitioningJson,
     QuantJson, Scalar, SlotJson, VariableJson, FORMAT_MAJOR, FORMAT_MINOR,
 };
-use crate::storage::{open_regular, FileStorage, Storage};
+use crate::storage::{open_nonblocking, FileStorage, Storage};
 use serde_json::{Map, Value};
 use std::fs::{File, OpenOptions as FsOpenOptions};
 use std::path::{Path, PathBuf};
@@ -349,8 +350,14 @@ impl DatasetBuilder {
             extra: Map::new(),
         };
         d.validate(ErrorKind::InvalidArgument)?;
-        d.check_writable(DEFAULT_MEMORY_LIMIT).map_err(invalid)?;
         Ok(d)
+    }
+
+    /// The new container's head, checked to read back before any file is touched.
+    fn new_head(&self) -> Result<NewHead> {
+        let desc = self.descriptor()?;
+        let compact = self.layout.is_compact_for(&desc);
+        NewHead::new(desc, compact)
     }
 
     /// Creates the container at `path` (and its external-file slots beside
@@ -362,34 +369,34 @@ impl DatasetBuilder {
     /// `AlreadyExists` when a file exists and `overwrite` is off, `Io`.
     pub fn create(&self, path: impl AsRef<Path>) -> Result<Dataset> {
         let path = path.as_ref();
-        let mut desc = self.descriptor()?;
-        let open = |p: &Path| {
-            let mut o = FsOpenOptions::new();
-            o.read(true).write(true);
-            if self.overwrite {
-                // Not truncated here: the container is truncated only once its writer lock is held.
-                o.create(true);
-            } else {
-                o.create_new(true);
-            }
-            open_regular(p, &mut o).map_err(|e| Error::io(format!("creating {}", p.display()), e))
-        };
+        let mut head = self.new_head()?;
+        let mut o = FsOpenOptions::new();
+        o.read(true).write(true);
+        if self.overwrite {
+            // Not truncated here: the container is cut only once its writer lock is held.
+            o.create(true);
+        } else {
+            o.create_new(true);
+        }
         // Locked on the file the path names once the lock is held: a compaction
         // may rename a new file over it in between.
-        let file = locking::open_locked(path, true, || open(path))?;
+        let (file, meta) = locking::open_locked(path, true, "creating", || open_nonblocking(path, &mut o.clone()))?;
         let dir = path.parent().unwrap_or(Path::new("."));
-        for (i, s) in self.slots.iter().enumerate() {
-            let slot_path = dir.join(s);
-            if slot_path == path {
-                return Err(invalid(format!("external-file slot {s:?} is the container itself")));
+        if !self.slots.is_empty() {
+            let (mut desc, compact) = head.into_descriptor();
+            for (i, s) in self.slots.iter().enumerate() {
+                let slot_path = dir.join(s);
+                if slot_path == path {
+                    return Err(invalid(format!("external-file slot {s:?} is the container itself")));
+                }
+                // Truncated after the container's lock is held, as the container is,
+                // and given a header with a new id (SPEC.md 8.1).
+                desc.slots[i] = slots::create_slot_file(&slot_path, s, self.overwrite, slots::KIND_SLOT)?.1;
             }
-            // Truncated after the container's lock is held, as the container is,
-            // and given a header with a new id (SPEC.md 8.1).
-            desc.slots[i] = slots::create_slot_file(&slot_path, s, self.overwrite, slots::KIND_SLOT)?.1;
+            head = NewHead::new(desc, compact)?;
         }
         let storage: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
-        let compact = self.layout.is_compact_for(&desc);
-        let ds = Dataset::initialize(storage, Some(path.to_path_buf()), desc, self.durability, self.overwrite, compact)?;
+        let ds = Dataset::initialize(storage, Some(path.to_path_buf()), head, self.durability, meta.len())?;
         if self.durability == Durability::Fsync {
             // The new directory entries must be durable too, or a power loss could lose the files.
             let mut dirs: Vec<PathBuf> = self.slots.iter().filter_map(|s| dir.join(s).parent().map(Path::to_path_buf)).collect();
@@ -413,8 +420,8 @@ impl DatasetBuilder {
         if !self.slots.is_empty() {
             return Err(invalid("external-file slots need a container on disk"));
         }
-        let desc = self.descriptor()?;
-        let compact = self.layout.is_compact_for(&desc);
-        Dataset::initialize(storage, None, desc, self.durability, true, compact)
+        let head = self.new_head()?;
+        let old_len = storage.len().map_err(|e| Error::io("reading the length of the store", e))?;
+        Dataset::initialize(storage, None, head, self.durability, old_len)
     }
 }

@@ -5,6 +5,7 @@
 //! reader's prefetch of the index when it opens a container.
 
 use super::maintenance::{read_live_chunk, Fold};
+use super::open::NewHead;
 use super::Dataset;
 use crate::commit::{body_start, CommitSlot};
 use crate::error::{Error, Result};
@@ -48,7 +49,7 @@ impl Dataset {
             // As an ordinary compaction: the index of a compact container is a page or two after its chunks.
             return self.copy_into(storage, tmp, Fold::IntoContainer);
         }
-        let mut new = Dataset::initialize(storage, tmp.map(Path::to_path_buf), desc, self.durability, false, false)?;
+        let mut new = Dataset::initialize(storage, tmp.map(Path::to_path_buf), NewHead::new(desc, false)?, self.durability, 0)?;
         new.memory_limit = self.memory_limit;
         let entries = self.committed_entries()?;
         // Each distinct stored chunk gets a place after the index, in key order,

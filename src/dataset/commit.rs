@@ -84,10 +84,10 @@ impl Dataset {
         }
         // 3. A changed descriptor goes to the body; the slot points at it.
         let (mut desc_offset, mut desc_len, mut desc_crc) = (self.commit.desc_offset, self.commit.desc_len, self.commit.desc_crc);
-        let json = self.desc.to_bytes();
-        if self.desc_dirty {
-            self.storage.write_at(self.end, &json).map_err(io("the descriptor"))?;
-            (desc_offset, desc_len, desc_crc) = (self.end, json.len() as u64, crc32(&json));
+        let json = self.desc_dirty.then(|| self.desc.to_bytes());
+        if let Some(json) = &json {
+            self.storage.write_at(self.end, json).map_err(io("the descriptor"))?;
+            (desc_offset, desc_len, desc_crc) = (self.end, json.len() as u64, crc32(json));
             self.end += json.len() as u64;
         }
         // 4. Everything the new slot refers to is durable before the slot is written.
@@ -106,10 +106,24 @@ impl Dataset {
         self.publish(&next)?;
         self.pending.clear();
         // The commit is durable now. What follows is cosmetic and cannot fail it.
-        if std::mem::take(&mut self.desc_dirty) {
+        self.desc_dirty = false;
+        if let Some(json) = json {
             self.mirror_descriptor(&json, next);
         }
+        self.cut_overwritten();
         Ok(())
+    }
+
+    /// Cuts off what is left of the file a new container was written over
+    /// beyond the container's end (SPEC.md 7.6). A failure leaves those
+    /// bytes where they are, beyond the committed length, as a writer that
+    /// closed without committing would (7.3).
+    fn cut_overwritten(&mut self) {
+        if let Some(old) = self.overwritten.take() {
+            if old > self.end {
+                let _ = self.storage.set_len(self.end);
+            }
+        }
     }
 
     /// Copies the committed descriptor into the head so that `head -n 2`
@@ -192,6 +206,7 @@ impl Dataset {
     pub fn close(mut self) -> Result<()> {
         if self.writable {
             self.commit()?;
+            self.cut_overwritten();
         }
         Ok(())
     }

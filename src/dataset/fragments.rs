@@ -220,7 +220,7 @@ impl Dataset {
         for &name in names {
             check_slot_name(name).map_err(invalid)?;
             let fpath = dir.join(name);
-            let file = crate::storage::open_regular(&fpath, FsOpenOptions::new().read(true).write(true))
+            let (file, _) = crate::storage::open_regular(&fpath, FsOpenOptions::new().read(true).write(true))
                 .map_err(|e| Error::io(format!("opening fragment {}", fpath.display()), e))?;
             let frag = match self.read_fragment(&file, name, want_layout)? {
                 Ok(f) => f,

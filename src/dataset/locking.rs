@@ -10,8 +10,8 @@
 //! starts again.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::storage::open_regular;
-use std::fs::{File, OpenOptions as FsOpenOptions};
+use crate::storage::{open_nonblocking, regular};
+use std::fs::{File, Metadata, OpenOptions as FsOpenOptions};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
@@ -36,6 +36,11 @@ pub(crate) fn lock(file: &File, path: &Path, locking: bool) -> Result<()> {
     if !locking || locking_disabled_by_env() {
         return Ok(());
     }
+    flock(file, path)
+}
+
+/// Takes the advisory writer lock on `file`, or fails with `Locked`.
+fn flock(file: &File, path: &Path) -> Result<()> {
     // SAFETY: flock on a valid, open descriptor has no memory effects.
     let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if rc == 0 {
@@ -56,9 +61,8 @@ pub(crate) fn lock(file: &File, path: &Path, locking: bool) -> Result<()> {
     }
 }
 
-/// Whether `path` names `file` now (same device and inode).
-fn names(path: &Path, file: &File) -> Result<bool> {
-    let held = file.metadata().map_err(|e| Error::io(format!("reading the metadata of {}", path.display()), e))?;
+/// Whether `path` names the file whose metadata is `held` now (same device and inode).
+fn names(path: &Path, held: &Metadata) -> Result<bool> {
     match std::fs::metadata(path) {
         Ok(now) => Ok(now.dev() == held.dev() && now.ino() == held.ino()),
         // Renamed away or removed since the open: start again.
@@ -67,27 +71,37 @@ fn names(path: &Path, file: &File) -> Result<bool> {
     }
 }
 
-/// Locks `file`, opened from `path`, and checks that `path` still names it.
-/// Returns `Ok(None)` when the path was replaced in between (the caller
-/// opens it again).
-fn lock_named(file: File, path: &Path, locking: bool) -> Result<Option<File>> {
-    lock(&file, path, locking)?;
-    if !locking || locking_disabled_by_env() || names(path, &file)? {
-        return Ok(Some(file));
+/// Locks `file`, opened from `path` by [`open_nonblocking`], checks that it
+/// is a regular file, and that `path` still names it. Returns `Ok(None)`
+/// when the path was replaced in between (the caller opens it again).
+/// `what` ("opening", "creating") begins the message of an I/O error.
+/// `locking` false skips the lock and the check of the path.
+fn lock_named(file: File, path: &Path, locking: bool, what: &str) -> Result<Option<(File, Metadata)>> {
+    let locked = if locking { flock(&file, path) } else { Ok(()) };
+    // A FIFO or a device is reported as what it is, even when its lock is taken.
+    let meta = regular(&file, path).map_err(|e| Error::io(format!("{what} {}", path.display()), e))?;
+    locked?;
+    if !locking || names(path, &meta)? {
+        return Ok(Some((file, meta)));
     }
     Ok(None)
 }
 
-/// Opens the container at `path` with `open` and takes its writer lock,
-/// opening again while the path turns out to have been replaced meanwhile.
+/// Opens the container at `path` with `open` (which opens it with
+/// [`open_nonblocking`]) and takes its writer lock, opening again while the
+/// path turns out to have been replaced meanwhile. Returns the file and its
+/// metadata as of after the lock was taken.
 ///
 /// # Errors
 /// `Locked` when another writer holds it (or the path keeps being replaced
-/// by other writers' compactions); whatever `open` fails with.
-pub(crate) fn open_locked(path: &Path, locking: bool, open: impl Fn() -> Result<File>) -> Result<File> {
+/// by other writers' compactions); `Io` when `open` fails (the message
+/// begins with `what` and the path) or the file is not a regular file.
+pub(crate) fn open_locked(path: &Path, locking: bool, what: &str, open: impl Fn() -> std::io::Result<File>) -> Result<(File, Metadata)> {
+    let locking = locking && !locking_disabled_by_env();
     for _ in 0..REPLACED_RETRIES {
-        if let Some(file) = lock_named(open()?, path, locking)? {
-            return Ok(file);
+        let file = open().map_err(|e| Error::io(format!("{what} {}", path.display()), e))?;
+        if let Some(opened) = lock_named(file, path, locking, what)? {
+            return Ok(opened);
         }
     }
     Err(Error::new(
@@ -103,10 +117,8 @@ pub(crate) fn open_locked(path: &Path, locking: bool, open: impl Fn() -> Result<
 ///
 /// # Errors
 /// As [`open_locked`].
-pub(crate) fn open_rw_locked(path: &Path, locking: bool) -> Result<File> {
-    open_locked(path, locking, || {
-        open_regular(path, FsOpenOptions::new().read(true).write(true)).map_err(|e| Error::io(format!("opening {}", path.display()), e))
-    })
+pub(crate) fn open_rw_locked(path: &Path, locking: bool) -> Result<(File, Metadata)> {
+    open_locked(path, locking, "opening", || open_nonblocking(path, FsOpenOptions::new().read(true).write(true)))
 }
 
 #[cfg(test)]
@@ -128,12 +140,13 @@ mod tests {
         lock(&other, &new, true).unwrap();
         std::fs::rename(&new, &path).unwrap();
         // The stale handle's lock is free, but the path names another file.
-        assert!(lock_named(stale, &path, true).unwrap().is_none());
+        assert!(lock_named(stale, &path, true, "opening").unwrap().is_none());
         // Opening again finds the new file, whose lock the other writer holds.
         assert_eq!(open_rw_locked(&path, true).unwrap_err().kind(), ErrorKind::Locked);
         drop(other);
-        let f = open_rw_locked(&path, true).unwrap();
-        assert!(names(&path, &f).unwrap());
+        let (f, meta) = open_rw_locked(&path, true).unwrap();
+        assert!(names(&path, &f.metadata().unwrap()).unwrap());
+        assert_eq!(meta.len(), 3);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,6 +1,6 @@
 //! Checking, repairing and compacting a container (SPEC.md section 7.7).
 
-use super::open::{find_head, read_descriptor, read_slots, Snapshot};
+use super::open::{find_head, read_descriptor, read_slots, NewHead, Snapshot};
 use super::read::check_constant;
 use super::write::Prepared;
 use super::Dataset;
@@ -323,8 +323,8 @@ impl Dataset {
     /// commit is intact (the message lists what is wrong with each); `Io`.
     pub fn recover(path: impl AsRef<Path>) -> Result<Recovery> {
         let path = path.as_ref();
-        let file = super::locking::open_rw_locked(path, true)?;
-        let storage: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
+        let (file, meta) = super::locking::open_rw_locked(path, true)?;
+        let storage: Arc<dyn Storage> = Arc::new(FileStorage::opened(file, &meta));
         let file_len = storage.len().map_err(|e| Error::io("reading the file length", e))?;
         let (line1, head_len, _) = find_head(&*storage, file_len)?;
         let mut slots: Vec<CommitSlot> = read_slots(&*storage, head_len)?.into_iter().filter_map(std::result::Result::ok).collect();
@@ -528,7 +528,7 @@ impl Dataset {
         // An aligned container stays aligned (older readers keep reading it);
         // a compact one whose data has grown past the limit becomes aligned.
         let compact = crate::commit::is_compact(self.commit.head_len) && super::Layout::Auto.is_compact_for(&desc);
-        let mut new = Dataset::initialize(storage, tmp.map(Path::to_path_buf), desc, self.durability, false, compact)?;
+        let mut new = Dataset::initialize(storage, tmp.map(Path::to_path_buf), NewHead::new(desc, compact)?, self.durability, 0)?;
         new.policy = self.policy.clone();
         new.allow_external_paths = self.allow_external_paths;
         new.memory_limit = self.memory_limit;

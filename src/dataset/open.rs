@@ -6,30 +6,62 @@
 use super::{layout, Dataset, Durability, SlotPolicy, DEFAULT_CACHE_BYTES, DEFAULT_MEMORY_LIMIT};
 use crate::cache::ChunkCache;
 use crate::commit::{body_start, build_head, choose_slot, slot_size, CommitSlot};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::index::PageReader;
-use crate::spec::{version_line, Axis, DescriptorJson, Variable, FORMAT_MINOR, MAX_DESCRIPTOR_BYTES};
+use crate::spec::{version_line, Axis, DescriptorJson, Parsed, Variable, FORMAT_MINOR, MAX_DESCRIPTOR_BYTES};
 use crate::storage::Storage;
 use crate::wire::crc32;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+/// A new container's descriptor, serialized and read back as a reader will
+/// read it, so that one no reader would accept is refused (before any file
+/// is touched, when made first).
+pub(super) struct NewHead {
+    json: Vec<u8>,
+    parsed: Parsed,
+    compact: bool,
+}
+
+impl NewHead {
+    /// `desc` marked for the compact layout if `compact` (SPEC.md 3.4), as
+    /// the bytes of the head.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when the descriptor would be too large or would
+    /// not read back (attributes nested too deeply, among others).
+    pub(super) fn new(mut desc: DescriptorJson, compact: bool) -> Result<NewHead> {
+        layout::mark(&mut desc, compact);
+        let json = desc.to_bytes();
+        if json.len() as u64 > MAX_DESCRIPTOR_BYTES {
+            return Err(invalid(format!("the descriptor would be {} bytes, more than the limit of {MAX_DESCRIPTOR_BYTES}", json.len())));
+        }
+        // Through the parser's memo: files of one schema have the same bytes.
+        let parsed = DescriptorJson::parse(&json, DEFAULT_MEMORY_LIMIT)
+            .map_err(|e| invalid(format!("the descriptor would not read back: {}", e.message())))?;
+        Ok(NewHead { json, parsed, compact })
+    }
+
+    /// The descriptor (as read back) and the layout, to change and make anew.
+    pub(super) fn into_descriptor(self) -> (DescriptorJson, bool) {
+        (self.parsed.0, self.compact)
+    }
+}
+
 impl Dataset {
-    /// Writes a new container's first commit into `storage` (cutting off
-    /// what lies beyond it if `truncate`: a freshly created file is empty
-    /// already), in the compact layout if `compact`.
+    /// Writes a new container's first commit into `storage`, whose length
+    /// was `old_len` (what lies beyond the new container is cut off after
+    /// the write, SPEC.md 7.6).
     pub(super) fn initialize(
         storage: Arc<dyn Storage>,
         path: Option<PathBuf>,
-        mut desc: DescriptorJson,
+        new: NewHead,
         durability: Durability,
-        truncate: bool,
-        compact: bool,
+        old_len: u64,
     ) -> Result<Dataset> {
         let line1 = version_line();
-        layout::mark(&mut desc, compact);
-        let json = desc.to_bytes();
+        let NewHead { json, parsed: (desc, axes, vars, read_only), compact } = new;
         let head = build_head(&line1, &json, compact);
         let head_len = head.len() as u64;
         let slot = CommitSlot {
@@ -51,22 +83,21 @@ impl Dataset {
         bytes.resize(bytes.len() + slot_size(head_len) as usize, 0);
         bytes.extend_from_slice(&slot.encode());
         storage.write_at(0, &bytes).map_err(io)?;
-        // An existing file is cut to the new length after the write, not
-        // emptied before it: its blocks are rewritten in place rather than
-        // freed and allocated again, and a file emptied and rewritten is
-        // flushed to disk when closed (ext4's auto_da_alloc), which made an
-        // overwrite several times slower than a write. Until the cut, the
-        // old bytes lie beyond the committed length, where no reader looks.
-        if truncate {
-            storage.set_len(bytes.len() as u64).map_err(io)?;
-        }
+        // An existing file is written over, not emptied first: its blocks are
+        // rewritten in place rather than freed and allocated again, and a
+        // file emptied and rewritten is flushed to disk when closed (ext4's
+        // auto_da_alloc), which made an overwrite several times slower than
+        // a write. The old bytes lie beyond the committed length, where no
+        // reader looks, until the first commit writes over them and cuts off
+        // the rest (none, when the new container is as long as the old file).
         if durability == Durability::Fsync {
             storage.sync().map_err(io)?;
         }
         // What was just written is known: no need to read it back.
-        let (desc, axes, vars, read_only) = DescriptorJson::parse(&json, DEFAULT_MEMORY_LIMIT)?;
         let snap = Snapshot { line1: line1.len() as u64, commit: slot, desc, axes, vars, read_only };
-        Ok(Dataset::from_snapshot(storage, path, true, durability, snap))
+        let mut ds = Dataset::from_snapshot(storage, path, true, durability, snap);
+        ds.overwritten = (old_len > bytes.len() as u64).then_some(old_len);
+        Ok(ds)
     }
 
     /// Reads the head, the newest intact commit slot and the descriptor.
@@ -110,6 +141,7 @@ impl Dataset {
             line1: snap.line1,
             reader: PageReader::new(snap.commit.page_size, snap.commit.file_len),
             end: snap.commit.file_len,
+            overwritten: None,
             commit: snap.commit,
             pending: BTreeMap::new(),
             held: BTreeMap::new(),

@@ -189,12 +189,12 @@ impl OpenOptions {
         if let Some(url) = path.to_str().filter(|p| is_url(p)) {
             return self.open_url(url);
         }
-        let file = if self.write {
+        let (file, meta) = if self.write {
             locking::open_rw_locked(path, self.file_locking)?
         } else {
             open_regular(path, FsOpenOptions::new().read(true)).map_err(|e| Error::io(format!("opening {}", path.display()), e))?
         };
-        let storage: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
+        let storage: Arc<dyn Storage> = Arc::new(FileStorage::opened(file, &meta));
         Dataset::load(storage, Some(path.to_path_buf()), self.write, self.durability, self.limit())
             .map(|d| self.apply(d))
             .map_err(|e| e.context(path.display()))

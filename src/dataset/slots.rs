@@ -209,9 +209,9 @@ impl Dataset {
                 )));
             }
         }
-        let file = open_regular(&p, FsOpenOptions::new().read(true).write(self.writable))
+        let (file, meta) = open_regular(&p, FsOpenOptions::new().read(true).write(self.writable))
             .map_err(|e| Error::io(format!("opening external file slot {slot} ({})", p.display()), e))?;
-        let s: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
+        let s: Arc<dyn Storage> = Arc::new(FileStorage::opened(file, &meta));
         self.check_slot_identity(i, &*s, &format!("external file slot {slot} ({})", p.display()))?;
         *entry = Some(s.clone());
         Ok(s)
