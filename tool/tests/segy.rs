@@ -8,37 +8,15 @@
 //! were SEG-Y export as files segyio reads; damaged files fail with one
 //! line naming the trace and byte.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
+use common::{ok, root, scratch, vds_in};
+use std::path::Path;
+use std::process::Command;
 
-fn scratch(name: &str) -> PathBuf {
-    let d = root().join("target/tmp").join(format!("segy-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn vds_in(dir: &Path, args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_vds")).args(args).current_dir(dir).env_remove("VDS_PROGRESS").output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!err.contains("panicked") && !err.contains("internal error"), "vds {args:?}: {err}");
-    out
-}
-
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let out = vds_in(dir, args);
-    assert!(out.status.success(), "vds {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
-
+/// Runs vds and expects it to fail with exit status 1 and one line of error.
 fn fails(dir: &Path, args: &[&str]) -> String {
-    let out = vds_in(dir, args);
-    assert_eq!(out.status.code(), Some(1), "vds {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    let err = String::from_utf8(out.stderr).unwrap();
+    let err = common::fails(dir, args, 1);
     assert_eq!(err.lines().count(), 1, "{err}");
     err
 }
