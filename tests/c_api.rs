@@ -69,7 +69,8 @@ fn c_test(linkage: &str) -> PathBuf {
     if !built.contains(&linkage.to_string()) {
         let args = if linkage == "shared" { shared_link_args() } else { static_link_args() };
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        compile(&exe, &[root().join("cbindings/test_vds.c")], false, &args);
+        let sources = [root().join("cbindings/test_vds.c"), root().join("cbindings/test_vds_layers.c")];
+        compile(&exe, &sources, false, &args);
         built.push(linkage.into());
     }
     exe
