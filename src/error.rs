@@ -100,6 +100,11 @@ impl Error {
         Error(Box::new(Inner { kind, message, location: None, source: Some(err) }))
     }
 
+    /// The kind of the I/O error behind an `Io` error.
+    pub(crate) fn io_kind(&self) -> Option<std::io::ErrorKind> {
+        self.0.source.as_ref().map(std::io::Error::kind)
+    }
+
     /// What kind of failure this is.
     pub fn kind(&self) -> ErrorKind {
         self.0.kind

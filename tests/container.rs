@@ -479,13 +479,17 @@ fn overwriting_leaves_exactly_the_new_container_whatever_the_old_one_was() {
 }
 
 #[test]
-fn an_overwritten_file_is_cut_at_close_when_nothing_was_committed_and_reads_when_never_closed() {
+fn an_overwritten_file_is_cut_by_a_writer_that_commits_nothing_and_reads_after_a_crash() {
     let dir = Scratch::new("overwrite_uncommitted");
     let path = dir.path("u.vds");
     let full = Region::full(&[40, 30, 20]).unwrap();
-    let mut ds = volume("v", 10).create(&path).unwrap();
-    ds.write("v", &full, Order::C, &vec![5.0f64; 24000]).unwrap();
-    ds.close().unwrap();
+    let one = Region::full(&[1]).unwrap();
+    let big = || {
+        let mut ds = volume("v", 10).overwrite(true).create(&path).unwrap();
+        ds.write("v", &full, Order::C, &vec![5.0f64; 24000]).unwrap();
+        ds.close().unwrap();
+        std::fs::metadata(&path).unwrap().len()
+    };
     let tiny = || {
         DatasetBuilder::new()
             .overwrite(true)
@@ -494,28 +498,88 @@ fn an_overwritten_file_is_cut_at_close_when_nothing_was_committed_and_reads_when
             .create(&path)
             .unwrap()
     };
-    // Closed with nothing written: exactly the head and the two slots.
+    let is_head_and_slots = |what: &str| {
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), body_start(&bytes), "{what}: not the new container's head and slots alone");
+    };
+    // Closed with nothing written, a commit with nothing to commit (as the C
+    // API's close), dropped with an uncommitted write: each cuts the old bytes off.
+    big();
     tiny().close().unwrap();
-    let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(bytes.len(), body_start(&bytes), "a new container closed unwritten is its head and slots");
-    // Over the large one again, dropped without closing: the old bytes stay
-    // beyond the committed length, where readers and the next writer ignore them.
-    let mut ds = volume("v", 10).overwrite(true).create(&path).unwrap();
-    ds.write("v", &full, Order::C, &vec![5.0f64; 24000]).unwrap();
-    ds.close().unwrap();
-    let big_len = std::fs::metadata(&path).unwrap().len();
-    drop(tiny());
-    assert_eq!(std::fs::metadata(&path).unwrap().len(), big_len);
+    is_head_and_slots("closed");
+    big();
+    let mut ds = tiny();
+    ds.commit().unwrap();
+    is_head_and_slots("committed nothing");
+    drop(ds);
+    let big_len = big();
+    let mut ds = tiny();
+    ds.write("v", &one, Order::C, &[3i64]).unwrap();
+    // A writer that crashed here would leave this file: the new head and
+    // slots, then the old container's bytes beyond the committed length.
+    let crashed = std::fs::read(&path).unwrap();
+    assert_eq!(crashed.len() as u64, big_len);
+    drop(ds);
+    is_head_and_slots("dropped");
+    assert_eq!(Dataset::open(&path).unwrap().read_vec::<i64>("v", &one, Order::C).unwrap(), [0]);
+    // The crashed file reads as the new container, and the next writer goes on from it.
+    std::fs::write(&path, &crashed).unwrap();
     let ds = Dataset::open(&path).unwrap();
-    assert_eq!(ds.read_vec::<i64>("v", &Region::full(&[1]).unwrap(), Order::C).unwrap(), [0]);
+    assert_eq!(ds.read_vec::<i64>("v", &one, Order::C).unwrap(), [0]);
     assert!(ds.verify().unwrap().problems.is_empty());
     drop(ds);
     let mut ds = Dataset::open_rw(&path).unwrap();
-    ds.write("v", &Region::full(&[1]).unwrap(), Order::C, &[9i64]).unwrap();
+    ds.write("v", &one, Order::C, &[9i64]).unwrap();
     ds.close().unwrap();
     let ds = Dataset::open(&path).unwrap();
-    assert_eq!(ds.read_vec::<i64>("v", &Region::full(&[1]).unwrap(), Order::C).unwrap(), [9]);
+    assert_eq!(ds.read_vec::<i64>("v", &one, Order::C).unwrap(), [9]);
     assert!(ds.verify().unwrap().problems.is_empty());
+}
+
+/// A store that reports, the first time it is asked, the length of the
+/// longer file it was a moment ago: as a reader sees a file whose writer's
+/// first commit cuts it between the reader's measuring and reading it.
+struct ShrunkAfterMeasuring {
+    inner: vds::MemoryStorage,
+    stale: std::sync::atomic::AtomicU64,
+}
+
+impl vds::Storage for ShrunkAfterMeasuring {
+    fn len(&self) -> std::io::Result<u64> {
+        match self.stale.swap(0, std::sync::atomic::Ordering::SeqCst) {
+            0 => self.inner.len(),
+            stale => Ok(stale),
+        }
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.inner.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.inner.write_at(offset, data)
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn sync(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_reader_opening_a_file_cut_after_it_measured_it_measures_again() {
+    let mem = vds::MemoryStorage::new();
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("x", 1))
+        .variable(&VariableBuilder::new("v", DType::Int64, &["x"]))
+        .create_in(std::sync::Arc::new(mem.clone()))
+        .unwrap();
+    ds.write("v", &Region::full(&[1]).unwrap(), Order::C, &[7i64]).unwrap();
+    ds.close().unwrap();
+    let len = mem.to_bytes().len() as u64;
+    // 100 KiB more than there is: the head search reads 64 KiB at once.
+    let shrunk = ShrunkAfterMeasuring { inner: mem, stale: (len + (100 << 10)).into() };
+    let ds = vds::OpenOptions::new().open_storage(std::sync::Arc::new(shrunk)).unwrap();
+    assert_eq!(ds.read_vec::<i64>("v", &Region::full(&[1]).unwrap(), Order::C).unwrap(), [7]);
 }
 
 #[test]

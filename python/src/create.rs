@@ -115,7 +115,8 @@ pub(crate) fn codec(py: Python<'_>, var: &str, c: &CodecSpec) -> PyResult<Codec>
         return Err(invalid(py, format!("variable {var:?}: codec {:?} takes no tolerance or predictor", c.id)));
     }
     let codec = match (c.id.as_str(), c.level) {
-        ("none", None) => Codec::NONE,
+        // Nothing to shuffle for: stored as the library's default codec is, whatever "shuffle" says.
+        ("none", None) => return Ok(Codec::NONE),
         ("deflate", level) => {
             let level = level.unwrap_or(6);
             if !vds::Compression::DEFLATE_LEVELS.contains(&level) {

@@ -78,10 +78,12 @@ def test_options_left_out_or_given_as_none_are_the_librarys_defaults(tmp_path):
     axes = [{"name": "y", "size": 4, "unit": None, "first": None, "last": None, "growable": False, "max_size": None},
             ("x", 6)]
     for name, ax, var in [("short.vds", [("y", 4), ("x", 6)], {"dtype": "int16", "dims": ["y", "x"]}),
-                          ("spelled.vds", axes, spelled)]:
-        with vds.create(tmp_path / name, axes=ax, variables={"v": var}, attrs=None, slots=()) as ds:
+                          ("spelled.vds", axes, spelled),
+                          ("none.vds", [("y", 4), ("x", 6)], {"dtype": "int16", "dims": ["y", "x"], "codec": "none"})]:
+        with vds.create(tmp_path / name, axes=ax, variables={"v": var}, attrs=None, slots=np.array([], dtype=str)) as ds:
             ds["v"][...] = value
-    assert (tmp_path / "short.vds").read_bytes() == (tmp_path / "spelled.vds").read_bytes()
+    for name in ("spelled.vds", "none.vds"):
+        assert (tmp_path / "short.vds").read_bytes() == (tmp_path / name).read_bytes(), name
     with vds.open(tmp_path / "short.vds") as ds:
         v = ds["v"]
         assert v.codec["id"] == "none" and v.fill_value == 0 and not v.axes["y"].growable

@@ -336,8 +336,9 @@ def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping
     }
     if attrs:
         spec["attrs"] = json.loads(_json(attrs))
+    slots = list(slots)
     if slots:
-        spec["slots"] = list(slots)
+        spec["slots"] = slots
     core = _vds.create(os.fspath(path), json.dumps(spec))
     if memory_limit is not None:
         core.set_memory_limit(memory_limit)

@@ -3,7 +3,7 @@
 
 use super::chunking::{self, default_block_shape};
 use super::open::NewHead;
-use super::{locking, slots, Dataset, Durability, Layout};
+use super::{locking, slots, Dataset, Durability, Layout, DEFAULT_MEMORY_LIMIT};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::spec::{
     features_used_by, Axis, AxisJson, Codec, CodecJson, Compression, DType, DescriptorJson, LodJson, LodMethod, PartitioningJson,
@@ -357,7 +357,7 @@ impl DatasetBuilder {
     fn new_head(&self) -> Result<NewHead> {
         let desc = self.descriptor()?;
         let compact = self.layout.is_compact_for(&desc);
-        NewHead::new(desc, compact)
+        NewHead::new(desc, compact, DEFAULT_MEMORY_LIMIT)
     }
 
     /// Creates the container at `path` (and its external-file slots beside
@@ -393,7 +393,7 @@ impl DatasetBuilder {
                 // and given a header with a new id (SPEC.md 8.1).
                 desc.slots[i] = slots::create_slot_file(&slot_path, s, self.overwrite, slots::KIND_SLOT)?.1;
             }
-            head = NewHead::new(desc, compact)?;
+            head = NewHead::new(desc, compact, DEFAULT_MEMORY_LIMIT)?;
         }
         let storage: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
         let ds = Dataset::initialize(storage, Some(path.to_path_buf()), head, self.durability, meta.len())?;

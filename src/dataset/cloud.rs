@@ -49,7 +49,8 @@ impl Dataset {
             // As an ordinary compaction: the index of a compact container is a page or two after its chunks.
             return self.copy_into(storage, tmp, Fold::IntoContainer);
         }
-        let mut new = Dataset::initialize(storage, tmp.map(Path::to_path_buf), NewHead::new(desc, false)?, self.durability, 0)?;
+        let mut new =
+            Dataset::initialize(storage, tmp.map(Path::to_path_buf), NewHead::new(desc, false, self.memory_limit)?, self.durability, 0)?;
         new.memory_limit = self.memory_limit;
         let entries = self.committed_entries()?;
         // Each distinct stored chunk gets a place after the index, in key order,

@@ -32,6 +32,7 @@ impl Dataset {
         // Stores the held chunks first: the other layers are computed from them.
         self.update_layers()?;
         if !self.has_uncommitted() {
+            self.cut_overwritten();
             return Ok(());
         }
         // Sequence numbers never wrap (SPEC.md 4): a wrapped number would
@@ -115,9 +116,10 @@ impl Dataset {
     }
 
     /// Cuts off what is left of the file a new container was written over
-    /// beyond the container's end (SPEC.md 7.6). A failure leaves those
-    /// bytes where they are, beyond the committed length, as a writer that
-    /// closed without committing would (7.3).
+    /// beyond the container's end (SPEC.md 7.6): at the first commit, at a
+    /// commit with nothing to commit, or when the dataset is dropped. A
+    /// failure leaves those bytes where they are, beyond the committed
+    /// length, as a writer that crashed would (7.3).
     fn cut_overwritten(&mut self) {
         if let Some(old) = self.overwritten.take() {
             if old > self.end {
@@ -206,8 +208,19 @@ impl Dataset {
     pub fn close(mut self) -> Result<()> {
         if self.writable {
             self.commit()?;
-            self.cut_overwritten();
         }
         Ok(())
+    }
+}
+
+impl Drop for Dataset {
+    /// A writer dropped before its first commit still cuts off the old
+    /// file's bytes beyond its end (it keeps its own uncommitted ones). Not
+    /// after a failed commit: its slot may have reached the file, and it
+    /// could refer to bytes beyond what this handle believes committed.
+    fn drop(&mut self) {
+        if self.writable && !self.poisoned {
+            self.cut_overwritten();
+        }
     }
 }

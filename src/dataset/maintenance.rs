@@ -528,7 +528,8 @@ impl Dataset {
         // An aligned container stays aligned (older readers keep reading it);
         // a compact one whose data has grown past the limit becomes aligned.
         let compact = crate::commit::is_compact(self.commit.head_len) && super::Layout::Auto.is_compact_for(&desc);
-        let mut new = Dataset::initialize(storage, tmp.map(Path::to_path_buf), NewHead::new(desc, compact)?, self.durability, 0)?;
+        let mut new =
+            Dataset::initialize(storage, tmp.map(Path::to_path_buf), NewHead::new(desc, compact, self.memory_limit)?, self.durability, 0)?;
         new.policy = self.policy.clone();
         new.allow_external_paths = self.allow_external_paths;
         new.memory_limit = self.memory_limit;

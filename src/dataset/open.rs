@@ -26,19 +26,19 @@ pub(super) struct NewHead {
 
 impl NewHead {
     /// `desc` marked for the compact layout if `compact` (SPEC.md 3.4), as
-    /// the bytes of the head.
+    /// the bytes of the head, read back within `memory_limit`.
     ///
     /// # Errors
     /// `InvalidArgument` when the descriptor would be too large or would
     /// not read back (attributes nested too deeply, among others).
-    pub(super) fn new(mut desc: DescriptorJson, compact: bool) -> Result<NewHead> {
+    pub(super) fn new(mut desc: DescriptorJson, compact: bool, memory_limit: u64) -> Result<NewHead> {
         layout::mark(&mut desc, compact);
         let json = desc.to_bytes();
         if json.len() as u64 > MAX_DESCRIPTOR_BYTES {
             return Err(invalid(format!("the descriptor would be {} bytes, more than the limit of {MAX_DESCRIPTOR_BYTES}", json.len())));
         }
         // Through the parser's memo: files of one schema have the same bytes.
-        let parsed = DescriptorJson::parse(&json, DEFAULT_MEMORY_LIMIT)
+        let parsed = DescriptorJson::parse(&json, memory_limit)
             .map_err(|e| invalid(format!("the descriptor would not read back: {}", e.message())))?;
         Ok(NewHead { json, parsed, compact })
     }
@@ -229,8 +229,7 @@ impl Snapshot {
             let what = what.to_string();
             move |e| Error::io(format!("reading the {what}"), e)
         };
-        let mut file_len = storage.len().map_err(io("file length"))?;
-        let (line1, head_len, first) = find_head(storage, file_len)?;
+        let (mut file_len, (line1, head_len, first)) = measured_head(storage)?;
         if file_len < body_start(head_len) {
             return Err(Error::corrupt("commit slots", 0, head_len, format!("file ends at {file_len:#x}, inside the commit slots")));
         }
@@ -394,10 +393,29 @@ impl Storage for BodyPrefix {
     }
 }
 
+/// The file's length and [`find_head`]'s result, the length measured again
+/// (twice at most) when the file turns out shorter than measured: a
+/// writer's first commit cuts off what was left of the longer file its
+/// container was written over (SPEC.md 7.6), maybe between the two.
+fn measured_head(storage: &dyn Storage) -> Result<(u64, Head)> {
+    let mut attempt = 0;
+    loop {
+        let file_len = storage.len().map_err(|e| Error::io("reading the file length", e))?;
+        match find_head(storage, file_len) {
+            Err(e) if attempt < 2 && e.io_kind() == Some(std::io::ErrorKind::UnexpectedEof) => attempt += 1,
+            head => return head.map(|h| (file_len, h)),
+        }
+    }
+}
+
+/// What [`find_head`] finds: the version line's length, the head's length,
+/// and the first bytes of the file it read.
+pub(super) type Head = (u64, u64, Vec<u8>);
+
 /// Finds the version line and the head length by scanning for the second
 /// newline; also returns the first bytes it read (up to 64 KiB), which
 /// usually hold the commit slots too.
-pub(super) fn find_head(storage: &dyn Storage, file_len: u64) -> Result<(u64, u64, Vec<u8>)> {
+pub(super) fn find_head(storage: &dyn Storage, file_len: u64) -> Result<Head> {
     const STEP: u64 = 64 << 10;
     // build_head reserves twice the descriptor plus 1 KiB, rounded up (the
     // compact layout less).

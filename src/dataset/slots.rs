@@ -209,9 +209,12 @@ impl Dataset {
                 )));
             }
         }
-        let (file, meta) = open_regular(&p, FsOpenOptions::new().read(true).write(self.writable))
+        // Its length is asked when needed, not kept from now: the file may
+        // grow before (another writer's commits) and a slot without an id is
+        // not measured at once.
+        let (file, _) = open_regular(&p, FsOpenOptions::new().read(true).write(self.writable))
             .map_err(|e| Error::io(format!("opening external file slot {slot} ({})", p.display()), e))?;
-        let s: Arc<dyn Storage> = Arc::new(FileStorage::opened(file, &meta));
+        let s: Arc<dyn Storage> = Arc::new(FileStorage::new(file));
         self.check_slot_identity(i, &*s, &format!("external file slot {slot} ({})", p.display()))?;
         *entry = Some(s.clone());
         Ok(s)
