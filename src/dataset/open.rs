@@ -34,9 +34,7 @@ impl NewHead {
     pub(super) fn new(mut desc: DescriptorJson, compact: bool, memory_limit: u64) -> Result<NewHead> {
         layout::mark(&mut desc, compact);
         let json = desc.to_bytes();
-        if json.len() as u64 > MAX_DESCRIPTOR_BYTES {
-            return Err(invalid(format!("the descriptor would be {} bytes, more than the limit of {MAX_DESCRIPTOR_BYTES}", json.len())));
-        }
+        crate::spec::check_size(&json).map_err(invalid)?;
         // Through the parser's memo: files of one schema have the same bytes.
         let parsed = DescriptorJson::parse(&json, memory_limit)
             .map_err(|e| invalid(format!("the descriptor would not read back: {}", e.message())))?;
@@ -51,8 +49,8 @@ impl NewHead {
 
 impl Dataset {
     /// Writes a new container's first commit into `storage`, whose length
-    /// was `old_len` (what lies beyond the new container is cut off after
-    /// the write, SPEC.md 7.6).
+    /// was `old_len` (what lies beyond the new container is cut off at its
+    /// first commit, or when it commits nothing, SPEC.md 7.6).
     pub(super) fn initialize(
         storage: Arc<dyn Storage>,
         path: Option<PathBuf>,

@@ -551,16 +551,24 @@ impl DescriptorJson {
     /// 127 deep, among others), and parseable within `memory_limit`.
     pub(crate) fn check_writable(&self, memory_limit: u64) -> std::result::Result<Vec<u8>, String> {
         let bytes = self.to_bytes();
-        if bytes.len() as u64 > MAX_DESCRIPTOR_BYTES {
-            return Err(format!("the descriptor would be {} bytes, more than the limit of {MAX_DESCRIPTOR_BYTES}", bytes.len()));
-        }
+        check_size(&bytes)?;
         DescriptorJson::read_text(&bytes, memory_limit).map_err(|e| format!("the descriptor would not read back: {}", e.message()))?;
         Ok(bytes)
     }
 
     /// The descriptor as one line of compact JSON (no newline inside).
+    /// [`check_size`] tells whether a reader takes that many bytes.
     pub(crate) fn to_bytes(&self) -> Vec<u8> {
         // Serializing plain maps, strings and numbers cannot fail.
         serde_json::to_vec(self).unwrap_or_default()
     }
+}
+
+/// Refuses serialized descriptor bytes longer than a reader takes
+/// (MAX_DESCRIPTOR_BYTES).
+pub(crate) fn check_size(bytes: &[u8]) -> std::result::Result<(), String> {
+    if bytes.len() as u64 > MAX_DESCRIPTOR_BYTES {
+        return Err(format!("the descriptor would be {} bytes, more than the limit of {MAX_DESCRIPTOR_BYTES}", bytes.len()));
+    }
+    Ok(())
 }
