@@ -13,7 +13,7 @@
 //! The stream (header, code planes or zero runs, outliers) is described in
 //! SPEC.md 6.6.2; [`encode`] and [`decode`] are its two ends.
 
-use super::{kept, quantize_one, zstd, Float, Quantized};
+use super::{kept, quantize_one, zstd, Float, Quantized, MAX_STEPS};
 
 /// First header byte of an interpolation stream on the grid of multiples
 /// (format 1.6).
@@ -45,7 +45,7 @@ const SIDE_3D: usize = 24;
 
 /// Which neighbours along the pass's axis a prediction has (SPEC.md 6.6.2,
 /// 6.6.3).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq)]
 enum Case {
     /// Only the one before: copied.
     Before,
@@ -95,20 +95,67 @@ fn case_of(pos: usize, s: usize, nd: usize, cubic: bool, anchored: bool) -> Case
     }
 }
 
-/// The prediction of element `i` from the values `h` and `3h` elements
-/// before and after it along an axis of stride `unit` (SPEC.md 6.6.2 and
-/// 6.6.3, their operations in their order).
+/// Writes to `out[j]` the prediction of element `first + j * step`, all of
+/// one `case`, from the values `h` and `3h` elements before
+/// and after each along an axis of stride `unit` (SPEC.md 6.6.2 and 6.6.3,
+/// their operations in their order). A pass predicts only from values of
+/// earlier passes, so a row's predictions are independent of each other and
+/// are made together, before any of its elements is visited.
 #[inline(always)]
-fn predict(r: &[f64], i: usize, h: usize, unit: usize, case: Case) -> f64 {
+#[allow(clippy::too_many_arguments)]
+fn predict_row<T: Float>(r: &[u8], first: usize, step: usize, h: usize, unit: usize, case: Case, out: &mut [f64]) {
     match case {
-        Case::Before => r[i - h],
-        Case::Linear => (r[i - h] + r[i + h]) * 0.5,
-        Case::Cubic => (9.0 * (r[i - h] + r[i + h]) - (r[i - 3 * h] + r[i + 3 * h])) * 0.0625,
-        Case::NearStart => (3.0 * r[i - h] + 6.0 * r[i + h] - r[i + 3 * h]) * 0.125,
-        Case::NearEnd => (6.0 * r[i - h] + 3.0 * r[i + h] - r[i - 3 * h]) * 0.125,
-        Case::Toward { dr, w } => r[i - h] + (r[i + dr * unit] - r[i - h]) * w,
-        Case::Quadratic { dr, l } => l[0] * r[i - 3 * h] + l[1] * r[i - h] + l[2] * r[i + dr * unit],
+        Case::Before => lanes::<T, 1>(r, [first - h], step, out, |[b]| b),
+        Case::Linear => lanes::<T, 2>(r, [first - h, first + h], step, out, |[b, a]| (b + a) * 0.5),
+        Case::Cubic => lanes::<T, 4>(r, [first - 3 * h, first - h, first + h, first + 3 * h], step, out, |[bb, b, a, aa]| {
+            (9.0 * (b + a) - (bb + aa)) * 0.0625
+        }),
+        Case::NearStart => {
+            lanes::<T, 3>(r, [first - h, first + h, first + 3 * h], step, out, |[b, a, aa]| (3.0 * b + 6.0 * a - aa) * 0.125)
+        }
+        Case::NearEnd => lanes::<T, 3>(r, [first - 3 * h, first - h, first + h], step, out, |[bb, b, a]| (6.0 * b + 3.0 * a - bb) * 0.125),
+        Case::Toward { dr, w } => lanes::<T, 2>(r, [first - h, first + dr * unit], step, out, |[b, last]| b + (last - b) * w),
+        Case::Quadratic { dr, l } => {
+            lanes::<T, 3>(r, [first - 3 * h, first - h, first + dr * unit], step, out, |[bb, b, last]| l[0] * bb + l[1] * b + l[2] * last)
+        }
     }
+}
+
+/// Writes to `out[j]` `f` of the values at elements `starts[k] + j * step`
+/// of `r`, as the predictor keeps them ([`kept`]): contiguous rows (step 1)
+/// in a loop the compiler vectorizes.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)]
+fn lanes<T: Float, const K: usize>(r: &[u8], starts: [usize; K], step: usize, out: &mut [f64], f: impl Fn([f64; K]) -> f64) {
+    let Some(span) = out.len().checked_sub(1).map(|last| last * step + 1) else { return };
+    let mut v: [&[u8]; K] = [&[]; K];
+    for k in 0..K {
+        v[k] = &r[starts[k] * T::SIZE..(starts[k] + span) * T::SIZE];
+    }
+    let at = |x: &[u8], j: usize| kept(T::get(&x[j * T::SIZE..(j + 1) * T::SIZE]).wide());
+    if step == 1 {
+        for (j, o) in out.iter_mut().enumerate() {
+            let mut x = [0.0; K];
+            for k in 0..K {
+                x[k] = at(v[k], j);
+            }
+            *o = f(x);
+        }
+    } else {
+        for (j, o) in out.iter_mut().enumerate() {
+            let mut x = [0.0; K];
+            for k in 0..K {
+                x[k] = at(v[k], j * step);
+            }
+            *o = f(x);
+        }
+    }
+}
+
+/// Element `i` of the values `r` of `T` is `y`.
+#[inline(always)]
+fn put<T: Float>(r: &mut [u8], i: usize, y: T) {
+    y.put(&mut r[i * T::SIZE..(i + 1) * T::SIZE]);
 }
 
 /// The coordinates along an axis of extent `nd` on the grid of spacing `g`:
@@ -121,11 +168,13 @@ fn grid(nd: usize, g: usize, anchored: bool) -> Vec<usize> {
     v
 }
 
-/// What a [`walk`] does with each element: a trait with an inlined method
-/// rather than a closure, which the compiler would call per element.
+/// What a [`walk`] does with each row of elements: a trait with an inlined
+/// method rather than a closure, which the compiler would call per row.
 trait Visit {
-    /// Element `i`, predicted as `p`, of level `l`: its reconstructed value.
-    fn element(&mut self, p: f64, i: usize, l: usize) -> f64;
+    /// Elements `first + j * step`, in that order, predicted as `p[j]`, of
+    /// level `l`: stores each one's reconstructed value in `r`, where later
+    /// predictions read it (as [`kept`]).
+    fn row(&mut self, r: &mut [u8], first: usize, step: usize, p: &[f64], l: usize);
 }
 
 /// The number of levels of a walk over view `n` (SPEC.md 6.6.2, 6.6.3).
@@ -142,19 +191,20 @@ fn levels(n: [usize; 3], anchored: bool) -> usize {
 /// Visits every element of the 3-D view `n` (C order) in the order of
 /// SPEC.md 6.6.2 (method 2) or 6.6.3 (method 3, `anchored`): element 0 with
 /// prediction 0, for method 3 the other corners, then for each level, coarse
-/// to fine, one pass per axis in `order`. `element(p, i, l)` gets element i
-/// with its prediction and the number of its level (l for spacing 2^l; the
-/// number of levels for element 0 and the corners), and returns its
-/// reconstructed value, which later predictions read from `r` (as [`kept`];
-/// `r` holds one value per element).
+/// to fine, one pass per axis in `order`, row by row along the last axis.
+/// `visit.row` gets each row's elements with their predictions and the
+/// number of their level (l for spacing 2^l; the number of levels for
+/// element 0 and the corners), and stores their reconstructed values in `r`
+/// (one `T` per element, in native order), which later predictions read
+/// (as [`kept`]).
 #[inline(always)]
-fn walk(n: [usize; 3], order: [usize; 3], cubic: bool, anchored: bool, r: &mut [f64], visit: &mut impl Visit) {
+fn walk<T: Float>(n: [usize; 3], order: [usize; 3], cubic: bool, anchored: bool, r: &mut [u8], visit: &mut impl Visit) {
     if n.contains(&0) {
         return;
     }
     let stride = [n[1] * n[2], n[2], 1];
     let levels = levels(n, anchored);
-    r[0] = kept(visit.element(0.0, 0, levels));
+    visit.row(r, 0, 1, &[0.0], levels);
     if anchored {
         // The corners: along each axis in turn, the last sample copies the first.
         for (k, &d) in order.iter().enumerate() {
@@ -175,12 +225,15 @@ fn walk(n: [usize; 3], order: [usize; 3], cubic: bool, anchored: bool, r: &mut [
                 for b in along(1) {
                     for c in along(2) {
                         let i = a * stride[0] + b * stride[1] + c;
-                        r[i] = kept(visit.element(r[i - h], i, levels));
+                        let p = kept(T::get(&r[(i - h) * T::SIZE..(i - h + 1) * T::SIZE]).wide());
+                        visit.row(r, i, 1, &[p], levels);
                     }
                 }
             }
         }
     }
+    // The predictions of one row.
+    let mut p = vec![0.0; n[2]];
     for level in (0..levels).rev() {
         let s = 1usize << level;
         for (k, &d) in order.iter().enumerate() {
@@ -190,36 +243,47 @@ fn walk(n: [usize; 3], order: [usize; 3], cubic: bool, anchored: bool, r: &mut [
             if news.is_empty() {
                 continue;
             }
-            let along = |e: usize| if order[..k].contains(&e) { grid(n[e], s, anchored) } else { grid(n[e], 2 * s, anchored) };
+            let spacing = |e: usize| if order[..k].contains(&e) { s } else { 2 * s };
+            let along = |e: usize| grid(n[e], spacing(e), anchored);
             let (h, unit) = (s * stride[d], stride[d]);
-            let (first, second) = if d == 0 {
-                (news.clone(), along(1))
-            } else if d == 1 {
-                (along(0), news.clone())
-            } else {
-                (along(0), along(1))
-            };
             if d == 2 {
-                let cases: Vec<Case> = news.iter().map(|&c| case_of(c, s, nd, cubic, anchored)).collect();
-                for &a in &first {
-                    for &b in &second {
+                // The rows' elements s, 3s, 5s, ..., in runs of one case.
+                let mut runs: Vec<(Case, usize)> = Vec::new();
+                for &c in &news {
+                    let case = case_of(c, s, nd, cubic, anchored);
+                    match runs.last_mut() {
+                        Some((last, count)) if *last == case => *count += 1,
+                        _ => runs.push((case, 1)),
+                    }
+                }
+                for a in along(0) {
+                    for b in along(1) {
                         let row = a * stride[0] + b * stride[1];
-                        for (&c, &case) in news.iter().zip(&cases) {
-                            let p = predict(r, row + c, h, unit, case);
-                            r[row + c] = kept(visit.element(p, row + c, level));
+                        let mut j = 0;
+                        for &(case, count) in &runs {
+                            predict_row::<T>(r, row + s + j * 2 * s, 2 * s, h, unit, case, &mut p[j..j + count]);
+                            j += count;
                         }
+                        visit.row(r, row + s, 2 * s, &p[..j], level);
                     }
                 }
             } else {
-                let inner = along(2);
+                // The rows' elements on the grid along the last axis: its
+                // multiples of g in one stride, then for method 3 the last.
+                let g = spacing(2);
+                let count = (n[2] - 1) / g + 1;
+                let last = (anchored && (n[2] - 1) % g != 0).then_some(n[2] - 1);
+                let (first, second) = if d == 0 { (news.clone(), along(1)) } else { (along(0), news.clone()) };
                 for &a in &first {
                     for &b in &second {
                         let row = a * stride[0] + b * stride[1];
                         // The same neighbours for the whole row.
                         let case = case_of(if d == 0 { a } else { b }, s, nd, cubic, anchored);
-                        for &c in &inner {
-                            let p = predict(r, row + c, h, unit, case);
-                            r[row + c] = kept(visit.element(p, row + c, level));
+                        predict_row::<T>(r, row, g, h, unit, case, &mut p[..count]);
+                        visit.row(r, row, g, &p[..count], level);
+                        if let Some(c) = last {
+                            predict_row::<T>(r, row + c, 1, h, unit, case, &mut p[..1]);
+                            visit.row(r, row + c, 1, &p[..1], level);
                         }
                     }
                 }
@@ -263,7 +327,7 @@ fn quantize<T: Float>(
         outliers: Vec::new(),
         _t: std::marker::PhantomData,
     };
-    walk(n, order, cubic, anchored, &mut vec![0.0; elems], &mut q);
+    walk::<T>(n, order, cubic, anchored, &mut vec![0; data.len()], &mut q);
     Quantized { n, codes: q.codes, outliers: q.outliers }
 }
 
@@ -281,18 +345,45 @@ struct Quantizer<'a, T> {
 
 impl<T: Float> Visit for Quantizer<'_, T> {
     #[inline(always)]
-    fn element(&mut self, p: f64, i: usize, l: usize) -> f64 {
-        let x = T::get(&self.data[i * T::SIZE..(i + 1) * T::SIZE]);
-        match quantize_one(x, p, self.steps[l], self.inverses[l], self.tol, self.exact) {
-            Some((code, y)) => {
-                self.codes.push(code);
-                y
+    fn row(&mut self, r: &mut [u8], first: usize, step: usize, p: &[f64], l: usize) {
+        let (step_l, inverse, tol) = (self.steps[l], self.inverses[l], self.tol);
+        let start = self.codes.len();
+        self.codes.resize(start + p.len(), 0);
+        // First the common case, in a loop whose elements overlap in the
+        // processor: a code whose value lands strictly within the bound (a
+        // rounded difference below t is an exact one below t), and 0 for
+        // everything else. It computes what `quantize_one` does.
+        for (j, (&p, code)) in p.iter().zip(&mut self.codes[start..]).enumerate() {
+            let i = first + j * step;
+            let x = T::get(&self.data[i * T::SIZE..(i + 1) * T::SIZE]);
+            let (xw, t) = (x.wide(), (x.wide() - p) * inverse);
+            let q = (t + 0.5f64.copysign(t)) as i64;
+            let y = T::narrow(p + q as f64 * step_l);
+            // Also false for x or t not finite.
+            let fast = t.abs() <= MAX_STEPS && (xw - y.wide()).abs() < tol && !self.exact.contains(&x.bits());
+            *code = if fast { (((q << 1) ^ (q >> 63)) + 1) as u32 } else { 0 };
+            put(r, i, y);
+        }
+        // Then the rest in order, as `quantize_one` decides them: values at
+        // the bound, outliers, and the values kept bit for bit.
+        for (j, code) in self.codes[start..].iter_mut().enumerate() {
+            if *code != 0 {
+                continue;
             }
-            None => {
-                self.codes.push(0);
-                x.le(&mut self.outliers);
-                x.wide()
-            }
+            let i = first + j * step;
+            let x = T::get(&self.data[i * T::SIZE..(i + 1) * T::SIZE]);
+            let y = match quantize_one(x, p[j], step_l, inverse, tol, self.exact) {
+                Some((c, y)) => {
+                    *code = c;
+                    T::narrow(y)
+                }
+                None => {
+                    *code = 0;
+                    x.le(&mut self.outliers);
+                    x
+                }
+            };
+            put(r, i, y);
         }
     }
 }
@@ -575,9 +666,8 @@ pub(super) fn decode<T: Float>(stored: &[u8], out: &mut [u8]) -> Result<(), Stri
     let codes = Codes::new(planes, h.width, count, runs.then(|| run_part.iter()))?;
     let anchored = method != METHOD;
     let steps = steps(h.n, anchored, h.tol, (flags & GRADE) >> 2);
-    let mut d =
-        Decoder::<T> { codes, out, exact: exact.chunks_exact(T::SIZE), missing: false, steps: &steps, _t: std::marker::PhantomData };
-    walk(h.n, order, flags & CUBIC != 0, anchored, &mut vec![0.0; elems], &mut d);
+    let mut d = Decoder::<T> { codes, exact: exact.chunks_exact(T::SIZE), missing: false, steps: &steps, _t: std::marker::PhantomData };
+    walk::<T>(h.n, order, flags & CUBIC != 0, anchored, out, &mut d);
     d.codes.finish(elems)?;
     if d.missing || d.exact.next().is_some() {
         return Err(format!("bounded chunk: {} outliers declared, as many outlier codes", h.outliers));
@@ -586,8 +676,9 @@ pub(super) fn decode<T: Float>(stored: &[u8], out: &mut [u8]) -> Result<(), Stri
 }
 
 /// The codes of a stream in visit order (SPEC.md 6.6.2), taken one at a
-/// time from its planes and zero runs, never expanded into a list: the
-/// decoder's memory is the payload, the reconstructed values and the output.
+/// time (or a run at a time) from its planes and zero runs, never expanded
+/// into a list: the decoder's memory is the payload and the output, which
+/// holds the reconstructed values.
 struct Codes<'a> {
     planes: &'a [u8],
     width: usize,
@@ -655,6 +746,19 @@ impl<'a> Codes<'a> {
         c
     }
 
+    /// The index of the first of the next `len` codes, taken together, when
+    /// the stream has no runs and holds them all; else None and nothing
+    /// taken.
+    #[inline(always)]
+    fn take_row(&mut self, len: usize) -> Option<usize> {
+        let base = self.coded;
+        if self.runs.is_some() || self.fault.is_some() || self.count - base < len {
+            return None;
+        }
+        self.coded += len;
+        Some(base)
+    }
+
     /// Whether the walk, over a chunk of `elems` elements, took exactly
     /// every code and run byte.
     fn finish(mut self, elems: usize) -> Result<(), String> {
@@ -677,10 +781,11 @@ impl<'a> Codes<'a> {
     }
 }
 
-/// The decoder's visit: each element from its code, or its outlier.
+/// The decoder's visit: each element from its code, or its outlier,
+/// straight into the output, which holds the reconstructed values the
+/// predictions read.
 struct Decoder<'a, T> {
     codes: Codes<'a>,
-    out: &'a mut [u8],
     exact: std::slice::ChunksExact<'a, u8>,
     /// Set when an outlier code finds no outlier left.
     missing: bool,
@@ -688,25 +793,74 @@ struct Decoder<'a, T> {
     _t: std::marker::PhantomData<T>,
 }
 
+impl<T: Float> Decoder<'_, T> {
+    /// A row whose codes are the plane codes from `base` on, all of width
+    /// `W`: first every element from its code, in a loop whose elements
+    /// overlap in the processor, then the outliers (code 0) in order.
+    #[inline(always)]
+    fn planes_row<const W: usize>(&mut self, r: &mut [u8], first: usize, step: usize, p: &[f64], step_l: f64, base: usize) {
+        let (planes, count) = (self.codes.planes, self.codes.count);
+        let code = |k: usize| (1..W).fold(u32::from(planes[k]), |c, b| c | u32::from(planes[b * count + k]) << (8 * b));
+        let mut outliers = false;
+        for (j, &p) in p.iter().enumerate() {
+            let c = code(base + j);
+            outliers |= c == 0;
+            // An outlier's value here is replaced below.
+            let z = i64::from(c.wrapping_sub(1));
+            let q = (z >> 1) ^ -(z & 1);
+            put(r, first + j * step, T::narrow(p + q as f64 * step_l));
+        }
+        if outliers {
+            for j in (0..p.len()).filter(|&j| code(base + j) == 0) {
+                match self.exact.next() {
+                    Some(x) => put(r, first + j * step, T::from_le(x)),
+                    None => self.missing = true,
+                }
+            }
+        }
+    }
+}
+
 impl<T: Float> Visit for Decoder<'_, T> {
     #[inline(always)]
-    fn element(&mut self, p: f64, i: usize, l: usize) -> f64 {
-        let c = self.codes.next();
-        let at = &mut self.out[i * T::SIZE..(i + 1) * T::SIZE];
-        if c == 0 {
-            let Some(x) = self.exact.next() else {
-                self.missing = true;
-                return 0.0;
-            };
-            let x = T::from_le(x);
-            x.put(at);
-            return x.wide();
+    fn row(&mut self, r: &mut [u8], first: usize, step: usize, p: &[f64], l: usize) {
+        let step_l = self.steps[l];
+        if let Some(base) = self.codes.take_row(p.len()) {
+            match self.codes.width {
+                1 => self.planes_row::<1>(r, first, step, p, step_l, base),
+                2 => self.planes_row::<2>(r, first, step, p, step_l, base),
+                _ => self.planes_row::<4>(r, first, step, p, step_l, base),
+            }
+            return;
         }
-        let z = i64::from(c - 1);
-        let q = (z >> 1) ^ -(z & 1);
-        let y = T::narrow(p + q as f64 * self.steps[l]);
-        y.put(at);
-        y.wide()
+        // Code 1, zero steps: the prediction plus this (+0, so -0 becomes +0).
+        let zero = 0.0 * step_l;
+        let mut j = 0;
+        while j < p.len() {
+            // A run of codes 1, taken whole.
+            let ones = self.codes.ones.min(p.len() - j);
+            if ones > 0 {
+                for (k, &p) in p[j..j + ones].iter().enumerate() {
+                    put(r, first + (j + k) * step, T::narrow(p + zero));
+                }
+                self.codes.ones -= ones;
+                j += ones;
+                continue;
+            }
+            let i = first + j * step;
+            let c = self.codes.next();
+            if c == 0 {
+                match self.exact.next() {
+                    Some(x) => put(r, i, T::from_le(x)),
+                    None => self.missing = true,
+                }
+            } else {
+                let z = i64::from(c - 1);
+                let q = (z >> 1) ^ -(z & 1);
+                put(r, i, T::narrow(p[j] + q as f64 * step_l));
+            }
+            j += 1;
+        }
     }
 }
 
