@@ -349,10 +349,18 @@ impl<T: Float> Visit for Quantizer<'_, T> {
         let (step_l, inverse, tol) = (self.steps[l], self.inverses[l], self.tol);
         let start = self.codes.len();
         self.codes.resize(start + p.len(), 0);
-        // First the common case, in a loop whose elements overlap in the
-        // processor: a code whose value lands strictly within the bound (a
-        // rounded difference below t is an exact one below t), and 0 for
-        // everything else. It computes what `quantize_one` does.
+        // The value kept bit for bit that the first loop leaves to the
+        // second: the only one, or with none a NaN (which that loop never
+        // settles anyway); with several, every element goes to the second.
+        let (kept_one, several) = match self.exact {
+            [] => (T::narrow(f64::NAN).bits(), false),
+            [e] => (*e, false),
+            _ => (0, true),
+        };
+        // First the common case, in a loop without branches whose elements
+        // overlap in the processor: a code whose value lands strictly within
+        // the bound (a rounded difference below t is an exact one below t),
+        // and 0 for everything else. It computes what `quantize_one` does.
         for (j, (&p, code)) in p.iter().zip(&mut self.codes[start..]).enumerate() {
             let i = first + j * step;
             let x = T::get(&self.data[i * T::SIZE..(i + 1) * T::SIZE]);
@@ -360,7 +368,7 @@ impl<T: Float> Visit for Quantizer<'_, T> {
             let q = (t + 0.5f64.copysign(t)) as i64;
             let y = T::narrow(p + q as f64 * step_l);
             // Also false for x or t not finite.
-            let fast = t.abs() <= MAX_STEPS && (xw - y.wide()).abs() < tol && !self.exact.contains(&x.bits());
+            let fast = (t.abs() <= MAX_STEPS) & ((xw - y.wide()).abs() < tol) & (x.bits() != kept_one) & !several;
             *code = if fast { (((q << 1) ^ (q >> 63)) + 1) as u32 } else { 0 };
             put(r, i, y);
         }
