@@ -1,6 +1,7 @@
 """Error-bounded lossy compression: libvds's bounded codec against zfp
-(zfpy, fixed-accuracy mode) and SZ3 (pysz, absolute error bound), on the
-same arrays at the same absolute tolerances, in one run.
+(zfpy, fixed-accuracy mode), SZ3 (pysz, absolute error bound) and
+OpenVDS+'s wavelet compression (the openvds wheel), on the same arrays at
+the same absolute tolerances, in one run.
 
     sh .ci/deps.sh                                  # once: target/pyenv with the vds package
     python3 bench/lossy.py --setup                  # once: zfpy and pysz into target/pyenv
@@ -18,7 +19,12 @@ same absolute bound.
 zfp's accuracy mode stays well inside its tolerance, so each table also
 has zfp at the loosest power-of-two multiple of the tolerance whose
 maximum error still meets the bound: the comparison at the same maximum
-error. For each codec and tolerance: compression ratio (raw bytes / compressed
+error. The wavelet's tolerance is a parameter of its own (in percent of
+the value range, by OpenVDS's documentation, and not a bound), so it gets
+the same treatment: the loosest tolerance on a ladder of powers of two
+from 100 times the fraction of the range whose maximum error meets the
+bound (a file of 64^3 bricks without levels of detail, written page by
+page and read whole with one request). For each codec and tolerance: compression ratio (raw bytes / compressed
 bytes; for libvds, the whole file, 64^3 chunks, and in a second row
 128^3 chunks, metadata included: each chunk is compressed on its own so
 that any brick reads alone, and larger ones share more of the coarse
@@ -54,6 +60,7 @@ if os.path.realpath(sys.prefix) != os.path.realpath(VENV):
     os.execv(python, [python, *sys.argv])
 
 import numpy as np  # noqa: E402
+import openvds  # noqa: E402
 import pysz  # noqa: E402
 import zfpy  # noqa: E402
 
@@ -158,6 +165,75 @@ def run_sz(a, tol, runs, work):
     return z.nbytes, te, td, back
 
 
+def run_wavelet(a, tol, runs, work):
+    """OpenVDS+'s wavelet compression (the openvds wheel) at its own
+    tolerance parameter `tol`: 64^3 bricks, no levels of detail, written
+    page by page and read back whole with one request."""
+    path = os.path.join(work, "wavelet.vds")
+    lo, hi = float(a.min()), float(a.max())
+    layout = openvds.VolumeDataLayoutDescriptor
+    page_mode = openvds.VolumeDataPageAccessor.AccessMode.AccessMode_Create
+
+    def encode():
+        if os.path.exists(path):
+            os.remove(path)
+        # OpenVDS's dimension 0 is the array's last axis.
+        axes = [openvds.VolumeDataAxisDescriptor(a.shape[d], f"d{d}", "", 0.0, float(a.shape[d] - 1)) for d in (2, 1, 0)]
+        channel = openvds.VolumeDataChannelDescriptor(openvds.VolumeDataFormat.Format_R32,
+                                                      openvds.VolumeDataComponents.Components_1, "v", "", lo, hi)
+        handle = openvds.create(path, "", layout(layout.BrickSize.BrickSize_64, 0, 0, 4, layout.LODLevels.LODLevels_None,
+                                                 layout.Options.Options_None, 0),
+                                axes, [channel], openvds.MetadataContainer(), openvds.CompressionMethod.Wavelet, tol)
+        manager = openvds.getAccessManager(handle)
+        pages = manager.createVolumeDataPageAccessor(openvds.DimensionsND.Dimensions_012, 0, 0, 8, page_mode)
+        for chunk in range(pages.getChunkCount()):
+            page = pages.createPage(chunk)
+            plo, phi = page.getMinMax()
+            buf = np.array(page.getWritableBuffer(), copy=False)
+            buf[...] = a[tuple(slice(x, y) for x, y in zip(reversed(plo[:3]), reversed(phi[:3])))].reshape(buf.shape)
+            page.release()
+        pages.commit()
+        manager.flush()
+        openvds.close(handle)
+
+    def decode():
+        handle = openvds.open(path, "")
+        request = openvds.getAccessManager(handle).requestVolumeSubset(
+            (0, 0, 0), tuple(reversed(a.shape)), dimensionsND=openvds.DimensionsND.Dimensions_012, lod=0, channel=0,
+            format=openvds.VolumeDataFormat.Format_R32)
+        if not request.waitForCompletion():
+            raise RuntimeError(f"openvds: {request.errorMessage}")
+        # The request's own array, which outlives the handle.
+        back = np.asarray(request.data_out)[: a.size].reshape(a.shape)
+        openvds.close(handle)
+        return back
+
+    te, _ = median_time(encode, runs)
+    td, back = median_time(decode, runs)
+    return os.path.getsize(path), te, td, back
+
+
+def wavelet_at(a, bound, rel, work):
+    """The loosest wavelet tolerance, on a ladder of powers of two from
+    100 * rel (OpenVDS states its tolerance in percent of the value range),
+    whose maximum error meets `bound`: the comparison at the same maximum
+    error. None when no tolerance on the ladder meets it."""
+    def meets(t):
+        return errors(a, run_wavelet(a, t, 1, work)[3], bound)[3] == 0
+    t = 100 * rel
+    if meets(t):
+        for _ in range(8):
+            if not meets(2 * t):
+                break
+            t *= 2
+        return t
+    for _ in range(8):
+        t /= 2
+        if meets(t):
+            return t
+    return None
+
+
 CODECS = [("libvds bounded", run_vds), ("libvds bounded, 128^3 chunks", lambda *x: run_vds(*x, side=128)),
           ("zfp (zfpy, accuracy)", run_zfp), ("SZ3 (pysz, ABS)", run_sz)]
 
@@ -217,6 +293,13 @@ def main():
                     mx, rms, psnr, beyond = errors(a, back, tol)
                     print(f"| {tol:.4g} ({rel:g}) | zfp, tolerance x{loosest} | {a.nbytes / size:.2f} | {mx:.4g} | {mx / tol:.3f} "
                           f"| {rms:.4g} | {psnr:.1f} | {beyond} | {mib / te:.0f} | {mib / td:.0f} |", flush=True)
+                back = None
+                tw = wavelet_at(a, tol, rel, work)
+                if tw is not None:
+                    size, te, td, back = run_wavelet(a, tw, args.runs, work)
+                    mx, rms, psnr, beyond = errors(a, back, tol)
+                    print(f"| {tol:.4g} ({rel:g}) | OpenVDS wavelet, its tolerance {tw:g} | {a.nbytes / size:.2f} | {mx:.4g} "
+                          f"| {mx / tol:.3f} | {rms:.4g} | {psnr:.1f} | {beyond} | {mib / te:.0f} | {mib / td:.0f} |", flush=True)
             print()
     finally:
         shutil.rmtree(work, ignore_errors=True)
