@@ -318,11 +318,38 @@ impl Quantized {
     }
 }
 
-/// The code of `x` predicted as `p` (`zigzag(q) + 1` for q steps of
-/// `step`, whose `inverse` is given) and the value the reader will
-/// reconstruct from it; None when `x` must be an outlier (not finite, out
-/// of range, beyond the bound once rounded, or in `exact` and not coming
-/// back bit for bit).
+/// The whole number of steps nearest `t` steps, rounded half away from
+/// zero by a truncating conversion: f64::round is a libm call here, and any
+/// q will do (the encoder's check decides).
+#[inline(always)]
+fn nearest(t: f64) -> i64 {
+    (t + 0.5f64.copysign(t)) as i64
+}
+
+/// The value the reader reconstructs from `q` steps of `step` from the
+/// prediction `p` (SPEC.md 6.6).
+#[inline(always)]
+fn reconstruct<T: Float>(p: f64, q: i64, step: f64) -> T {
+    T::narrow(p + q as f64 * step)
+}
+
+/// The code of `q` steps: zigzag(q) + 1 (code 0 marks an outlier).
+#[inline(always)]
+fn code_of(q: i64) -> u32 {
+    (((q << 1) ^ (q >> 63)) + 1) as u32
+}
+
+/// The value code `c` (not 0) gives to an element predicted as `p`.
+#[inline(always)]
+fn decoded<T: Float>(c: u32, p: f64, step: f64) -> T {
+    let z = i64::from(c.wrapping_sub(1));
+    reconstruct(p, (z >> 1) ^ -(z & 1), step)
+}
+
+/// The code of `x` predicted as `p` (for q steps of `step`, whose `inverse`
+/// is given) and the value the reader will reconstruct from it; None when
+/// `x` must be an outlier (not finite, out of range, beyond the bound once
+/// rounded, or in `exact` and not coming back bit for bit).
 #[inline(always)]
 fn quantize_one<T: Float>(x: T, p: f64, step: f64, inverse: f64, tol: f64, exact: &[u64]) -> Option<(u32, f64)> {
     let xw = x.wide();
@@ -331,12 +358,10 @@ fn quantize_one<T: Float>(x: T, p: f64, step: f64, inverse: f64, tol: f64, exact
     if !(xw.is_finite() && t.abs() <= MAX_STEPS) {
         return None;
     }
-    // Rounded half away from zero by a truncating conversion: f64::round
-    // is a libm call here, and any q will do (the check decides).
-    let q = (t + 0.5f64.copysign(t)) as i64;
-    let y = T::narrow(p + q as f64 * step);
+    let q = nearest(t);
+    let y: T = reconstruct(p, q, step);
     let ok = if exact.contains(&x.bits()) { y.bits() == x.bits() } else { within(xw, y.wide(), tol) };
-    ok.then(|| ((((q << 1) ^ (q >> 63)) + 1) as u32, y.wide()))
+    ok.then(|| (code_of(q), y.wide()))
 }
 
 /// Quantizes a chunk under the predictor's view `n` (SPEC.md 6.6).
@@ -539,9 +564,7 @@ fn decode_as<T: Float>(payload: &[u8], width: usize, tol: f64, outliers: usize, 
             if c == 0 {
                 return T::get(at).wide();
             }
-            let z = i64::from(c - 1);
-            let q = (z >> 1) ^ -(z & 1);
-            let y = T::narrow(p + q as f64 * step);
+            let y: T = decoded(c, p, step);
             y.put(at);
             y.wide()
         },

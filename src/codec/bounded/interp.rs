@@ -13,7 +13,7 @@
 //! The stream (header, code planes or zero runs, outliers) is described in
 //! SPEC.md 6.6.2; [`encode`] and [`decode`] are its two ends.
 
-use super::{kept, quantize_one, zstd, Float, Quantized, MAX_STEPS};
+use super::{code_of, decoded, kept, nearest, quantize_one, reconstruct, zstd, Float, Quantized, MAX_STEPS};
 
 /// First header byte of an interpolation stream on the grid of multiples
 /// (format 1.6).
@@ -365,11 +365,11 @@ impl<T: Float> Visit for Quantizer<'_, T> {
             let i = first + j * step;
             let x = T::get(&self.data[i * T::SIZE..(i + 1) * T::SIZE]);
             let (xw, t) = (x.wide(), (x.wide() - p) * inverse);
-            let q = (t + 0.5f64.copysign(t)) as i64;
-            let y = T::narrow(p + q as f64 * step_l);
+            let q = nearest(t);
+            let y: T = reconstruct(p, q, step_l);
             // Also false for x or t not finite.
             let fast = (t.abs() <= MAX_STEPS) & ((xw - y.wide()).abs() < tol) & (x.bits() != kept_one) & !several;
-            *code = if fast { (((q << 1) ^ (q >> 63)) + 1) as u32 } else { 0 };
+            *code = if fast { code_of(q) } else { 0 };
             put(r, i, y);
         }
         // Then the rest in order, as `quantize_one` decides them: values at
@@ -814,9 +814,7 @@ impl<T: Float> Decoder<'_, T> {
             let c = code(base + j);
             outliers |= c == 0;
             // An outlier's value here is replaced below.
-            let z = i64::from(c.wrapping_sub(1));
-            let q = (z >> 1) ^ -(z & 1);
-            put(r, first + j * step, T::narrow(p + q as f64 * step_l));
+            put(r, first + j * step, decoded::<T>(c, p, step_l));
         }
         if outliers {
             for j in (0..p.len()).filter(|&j| code(base + j) == 0) {
@@ -863,9 +861,7 @@ impl<T: Float> Visit for Decoder<'_, T> {
                     None => self.missing = true,
                 }
             } else {
-                let z = i64::from(c - 1);
-                let q = (z >> 1) ^ -(z & 1);
-                put(r, i, T::narrow(p[j] + q as f64 * step_l));
+                put(r, i, decoded::<T>(c, p[j], step_l));
             }
             j += 1;
         }
