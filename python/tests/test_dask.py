@@ -66,35 +66,50 @@ def test_store_from_worker_processes(tmp_path, rng, client):
         np.testing.assert_array_equal(ds["data"][...], ref * 2)
 
 
-def _kill_once(block, marker):
-    # The first task to get here kills its worker process mid-store.
-    try:
-        fd = os.open(marker, os.O_CREAT | os.O_EXCL)
-    except FileExistsError:
-        return block
-    os.close(fd)
-    os._exit(1)
+class _DiesWhenWritten:
+    """A block that kills its worker process when the write asks for its values, inside
+    vds.dask's write task, after that task has created its fragment file. With a marker
+    path it dies once (the first task to get there), recording the fragment files that
+    existed then; without one, every time."""
 
+    def __init__(self, block, marker):
+        self.block, self.marker, self.shape, self.dtype = block, marker, block.shape, block.dtype
 
-def _kill_always(block):
-    os._exit(1)
+    def __array__(self, dtype=None, copy=None):
+        if self.marker is not None:
+            try:
+                fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                return np.asarray(self.block, dtype)
+            folder, base = os.path.split(self.marker)
+            os.write(fd, "\n".join(n for n in os.listdir(folder) if n.startswith(base.split("-")[0] + ".")).encode())
+            os.close(fd)
+        os._exit(1)
 
 
 def test_a_killed_worker_leaves_no_torn_container(tmp_path, rng, client):
     ref = rng.standard_normal((48, 16)).astype(np.float32)
     src = da.from_array(ref, chunks=(8, 16))
-    # Killed once: Dask reruns the task elsewhere, into a fresh fragment; the result is whole.
+    meta = np.array((), src.dtype)
+    # Killed once, mid-write: Dask reruns the task elsewhere, into a fresh fragment; the result is whole.
     path = tmp_path / "k.vds"
-    report = vds.dask.store(src.map_blocks(_kill_once, str(tmp_path / "marker"), meta=np.array((), src.dtype)), path)
-    assert len(report["merged"]) == 6 and (tmp_path / "marker").exists()  # a worker did die
+    marker = tmp_path / "k.vds-marker"
+    report = vds.dask.store(src.map_blocks(_DiesWhenWritten, str(marker), meta=meta), path)
+    assert len(report["merged"]) == 6
     with vds.open(path) as ds:
         np.testing.assert_array_equal(ds["data"][...], ref)
-    # The killed attempt's unsealed fragment is removed; the merged ones are the container's slots.
+        assert ds.verify()["ok"]
+    # The worker died holding an unsealed fragment of its own, which no merge adopted and which is gone.
+    seen = set(marker.read_text().split())
+    killed = seen - set(report["merged"])
+    assert len(killed) >= 1 and not any((tmp_path / n).exists() for n in killed)
     assert sorted(n for n in os.listdir(tmp_path) if n.startswith("k.vds.")) == sorted(report["merged"])
-    # Killed every time: the store fails and the container stays at its first commit (all fill).
+    # Killed every time: the store fails, the container stays at its first commit (all fill),
+    # and the fragments the dead attempts left are removed.
     path = tmp_path / "dead.vds"
     with pytest.raises(Exception):
-        vds.dask.store(src.map_blocks(_kill_always, meta=np.array((), src.dtype)), path)
+        vds.dask.store(src.map_blocks(_DiesWhenWritten, None, meta=meta), path)
     with vds.open(path) as ds:
         assert ds.commit_sequence == 1 and ds.verify()["ok"]
         np.testing.assert_array_equal(ds["data"][...], np.zeros_like(ref))
+    assert [n for n in os.listdir(tmp_path) if n.startswith("dead.vds.")] == []

@@ -8,7 +8,9 @@ Writing: :func:`store` writes each block of a Dask array into its own
 fragment beside the container (SPEC.md's fragments, no lock between the
 workers), then adopts all of them in one atomic merge. A worker that dies
 mid-write leaves an unsealed fragment that no merge adopts; until the merge
-the container stays at its previous commit.
+the container stays at its previous commit. The merge removes the fragments
+of failed attempts; a store that fails as a whole removes the fragments its
+tasks left.
 """
 
 import os
@@ -49,6 +51,12 @@ def store(darray, path, name="data", dims=None, codec="zstd", fill_value=None, a
     itself (a full rewrite). With ``compute=False`` returns a
     ``dask.delayed`` object doing all of this. Returns the merge report
     (a dict with ``merged``, ``skipped``, ``chunks``).
+
+    If the computation fails (a task keeps failing, or its worker keeps
+    dying), the container stays at its creating commit and the fragment
+    files the tasks left are removed before the error is raised again (only
+    when ``store`` computes; a task still running at that moment may leave
+    its file, which no merge adopts).
     """
     import dask
     import dask.array as da
@@ -72,7 +80,13 @@ def store(darray, path, name="data", dims=None, codec="zstd", fill_value=None, a
         offset = tuple(int(starts[d][i]) for d, i in enumerate(index))
         tasks.append(dask.delayed(_write_block, pure=False)(block, path, name, offset, prefix))
     merged = dask.delayed(_merge, pure=False)(path, tasks, prefix, fold)
-    return merged.compute() if compute else merged
+    if not compute:
+        return merged
+    try:
+        return merged.compute()
+    except BaseException:
+        _remove_fragments(path, prefix, keep=())
+        raise
 
 
 def _merge(path, names, prefix, fold):
@@ -85,9 +99,17 @@ def _merge(path, names, prefix, fold):
             raise RuntimeError(f"fragments not merged: {reasons}")
         if fold:
             ds.compact("fold")
-    folder = os.path.dirname(path)
-    adopted = set(names)
-    for n in os.listdir(folder):
-        if n.startswith(prefix + ".") and (fold or n not in adopted):
-            os.remove(os.path.join(folder, n))
+    _remove_fragments(path, prefix, keep=() if fold else names)
     return report
+
+
+def _remove_fragments(path, prefix, keep):
+    """Removes the fragment files of one store (their names start with ``prefix``) but ``keep``."""
+    folder = os.path.dirname(path)
+    keep = set(keep)
+    for n in os.listdir(folder):
+        if n.startswith(prefix + ".") and n not in keep:
+            try:
+                os.remove(os.path.join(folder, n))
+            except FileNotFoundError:
+                pass
