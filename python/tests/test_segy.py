@@ -28,19 +28,20 @@ def values(fmt, shape, rng):
     return rng.integers(info.min, info.max, size=shape, dtype=kind, endpoint=True)
 
 
-def write(path, fmt, traces, ns=NS, endian="big", ext_headers=0):
-    """A SEG-Y file by segyio: ``traces`` is a list of (inline, crossline, offset, samples) in file order."""
+def write(path, fmt, traces, ns=NS, endian="big", ext_headers=0, hdt=2000, dt=2000, delrt=40):
+    """A SEG-Y file by segyio: ``traces`` is a list of (inline, crossline, offset, samples) in file order;
+    ``hdt`` and ``dt`` the sample interval in the binary and the trace headers, ``delrt`` the delay."""
     spec = segyio.spec()
     spec.iline, spec.xline = 189, 193
     spec.format, spec.samples, spec.tracecount, spec.endian, spec.ext_headers = fmt, list(range(ns)), len(traces), endian, ext_headers
     with segyio.create(str(path), spec) as f:
         for k in range(ext_headers):
             f.text[k + 1] = ("C 1 extended textual header %d" % (k + 1)).ljust(3200)
-        f.bin.update(hdt=2000, dto=2000, hns=ns, format=fmt, mfeet=1)
+        f.bin.update(hdt=hdt, dto=hdt, hns=ns, format=fmt, mfeet=1)
         for t, (il, xl, off, data) in enumerate(traces):
             f.header[t] = {
-                segyio.su.tracl: t + 1, segyio.su.cdp: xl, segyio.su.offset: off, segyio.su.ns: ns, segyio.su.dt: 2000,
-                segyio.su.delrt: 40, segyio.su.scalco: -10, segyio.su.cdpx: (1000 + 25 * il + 3 * xl) * 10,
+                segyio.su.tracl: t + 1, segyio.su.cdp: xl, segyio.su.offset: off, segyio.su.ns: ns, segyio.su.dt: dt,
+                segyio.su.delrt: delrt, segyio.su.scalco: -10, segyio.su.cdpx: (1000 + 25 * il + 3 * xl) * 10,
                 segyio.su.cdpy: (2000 + 4 * il + 12 * xl) * 10, segyio.su.iline: il, segyio.su.xline: xl,
             }
             f.trace[t] = data
@@ -116,6 +117,26 @@ def test_from_segy_matches_segyio(tmp_path, rng, fmt, endian):
         with vds.open(small) as again:
             np.testing.assert_array_equal(again["amplitude"][...], vol)
             np.testing.assert_array_equal(again["segy_trace_header"][...], heads)
+
+
+@pytest.mark.parametrize("hdt,dt,source", [(0, 4000, "trace header"), (0, 0, "assumed"), (3000, 3000, "binary header")])
+def test_the_sample_axis_is_the_one_segyio_reads(tmp_path, rng, hdt, dt, source):
+    """The binary header's interval, else the first trace header's, else 4 ms (segyio's fallback)."""
+    vol = values(5, (len(ILINES), len(XLINES), NS), rng)
+    path = tmp_path / "f.sgy"
+    write(path, 5, [(il, xl, 0, vol[a, b]) for a, il in enumerate(ILINES) for b, xl in enumerate(XLINES)], hdt=hdt, dt=dt, delrt=100)
+    out = vds.from_segy(path, tmp_path / "f.vds")
+    with segyio.open(str(path), ignore_geometry=True) as f:
+        samples = np.asarray(f.samples)
+    with vds.open(out) as ds:
+        np.testing.assert_allclose(ds.axes["sample"].values, samples)
+        assert samples[1] - samples[0] == (hdt or dt or 4000) / 1000
+        segy = ds.attrs["segy"]
+        assert (segy["sample_interval"], segy["sample_interval_from"]) == (hdt or dt or 4000, source)
+        np.testing.assert_array_equal(ds["amplitude"][...], vol)
+    # The headers as they were, interval fields included.
+    vds.to_segy(out, tmp_path / "back.sgy")
+    assert (tmp_path / "back.sgy").read_bytes() == path.read_bytes()
 
 
 def test_sorted_file_round_trips_byte_for_byte(tmp_path, rng):

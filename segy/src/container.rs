@@ -264,7 +264,8 @@ fn segy_attribute<S: Source>(file: &SegyFile<S>, g: &Geometry, delay: f64) -> Va
         "binary_header": fields,
         "binary_raw": base64(&b.bytes),
         "samples": file.samples,
-        "sample_interval": b.interval,
+        "sample_interval": file.interval,
+        "sample_interval_from": file.interval_from.name(),
         "delay": delay,
         "traces": file.traces,
         "missing_traces": g.cell_count() - g.traces,
@@ -299,7 +300,7 @@ pub fn builder<S: Source>(
     let e = file.binary.endian;
     let first = file.trace_header(0)?;
     let delay = f64::from(crate::trace::get_i16(&first, crate::trace::DELAY, e));
-    let dt_ms = file.binary.interval / 1000.0;
+    let dt_ms = file.interval / 1000.0;
     let ns = file.samples;
     // Axes: the grid's numbers as coordinates, samples in ms from the delay.
     let mut axes: Vec<Axis> = Vec::new();

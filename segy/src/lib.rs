@@ -68,5 +68,5 @@ pub use binary::BinaryHeader;
 pub use error::{Error, ErrorKind, Result};
 pub use format::{Endian, SampleFormat};
 pub use geometry::{Geometry, KeyBytes, Line, Sorting, Survey};
-pub use reader::{SegyFile, Source, MAX_TRACE_HEADER_EXTENSIONS};
+pub use reader::{IntervalSource, SegyFile, Source, ASSUMED_INTERVAL, MAX_TRACE_HEADER_EXTENSIONS};
 pub use text::Encoding;

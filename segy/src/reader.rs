@@ -62,6 +62,32 @@ pub const MAX_TRACE_HEADER_EXTENSIONS: u32 = 64;
 /// The stanza that ends a variable number of extended textual headers.
 const END_TEXT: &str = "((SEG: EndText))";
 
+/// The sample interval taken when neither the binary header nor the first
+/// trace header gives one: 4 ms, as segyio assumes.
+pub const ASSUMED_INTERVAL: f64 = 4000.0;
+
+/// Where a file's sample interval comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntervalSource {
+    /// The binary header (bytes 3217-3218, or rev 2's extended interval).
+    BinaryHeader,
+    /// The first trace header (bytes 117-118), the binary header's being 0.
+    TraceHeader,
+    /// Neither gives one: [`ASSUMED_INTERVAL`].
+    Assumed,
+}
+
+impl IntervalSource {
+    /// The name the `segy` attribute records.
+    pub fn name(self) -> &'static str {
+        match self {
+            IntervalSource::BinaryHeader => "binary header",
+            IntervalSource::TraceHeader => "trace header",
+            IntervalSource::Assumed => "assumed",
+        }
+    }
+}
+
 /// An open SEG-Y file.
 pub struct SegyFile<S: Source + ?Sized> {
     /// Every textual header, the first and then the extended ones, as in the file.
@@ -75,6 +101,13 @@ pub struct SegyFile<S: Source + ?Sized> {
     /// Samples per trace: the binary header's count, or the first trace's
     /// when that is 0; with variable lengths, the longest trace's.
     pub samples: u64,
+    /// Sample interval (µs, or the unit of the domain): the binary
+    /// header's (its rev 2 extended interval included), or the first trace
+    /// header's (bytes 117-118) when that is 0, or
+    /// [`ASSUMED_INTERVAL`] when both are; [`SegyFile::interval_from`] says which.
+    pub interval: f64,
+    /// Where [`SegyFile::interval`] comes from.
+    pub interval_from: IntervalSource,
     /// Number of traces.
     pub traces: u64,
     /// Bytes of each trace's headers: 240, and 240 more for each trace
@@ -171,6 +204,8 @@ impl<S: Source> SegyFile<S> {
             textual,
             encoding,
             samples: binary.samples,
+            interval: binary.interval,
+            interval_from: IntervalSource::BinaryHeader,
             binary,
             first_trace: offset,
             traces: 0,
@@ -179,6 +214,15 @@ impl<S: Source> SegyFile<S> {
             source,
         };
         let size = file.binary.format.size() as u64;
+        if file.interval <= 0.0 {
+            let in_trace = if data >= header_bytes {
+                trace::get_i16(&file.headers_at(file.first_trace)?, trace::SAMPLE_INTERVAL, file.binary.endian)
+            } else {
+                0
+            };
+            (file.interval, file.interval_from) =
+                if in_trace > 0 { (f64::from(in_trace), IntervalSource::TraceHeader) } else { (ASSUMED_INTERVAL, IntervalSource::Assumed) };
+        }
         if !file.binary.fixed_length {
             file.scan_variable(len)?;
             return Ok(file);

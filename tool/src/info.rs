@@ -350,13 +350,18 @@ fn segy_text(s: &Value, survey: Option<&Value>) -> String {
         _ => "-".to_string(),
     };
     let mut t = format!(
-        "SEG-Y: rev {}, {}-endian, format {}, {} traces, {} samples every {} us, sorted by {}{}\n",
+        "SEG-Y: rev {}, {}-endian, format {}, {} traces, {} samples every {} us{}, sorted by {}{}\n",
         s["revision"].as_str().unwrap_or("?"),
         s["byte_order"].as_str().unwrap_or("?"),
         s["format"],
         s["traces"],
         s["samples"],
         num(s["sample_interval"].as_f64().unwrap_or(0.0)),
+        match s["sample_interval_from"].as_str() {
+            Some("trace header") => " (from the first trace header)",
+            Some("assumed") => " (assumed: no header gives one)",
+            _ => "",
+        },
         s["sorting"].as_str().unwrap_or("?"),
         match s["missing_traces"].as_u64() {
             Some(0) | None => String::new(),

@@ -91,6 +91,64 @@ fn segyio_files_import_exactly_and_export_byte_for_byte() {
     assert!(info.contains("2-D line: cdp 500..506 step 1"), "{info}");
 }
 
+/// The key-byte options of `vds import` (rev 0's positions 9 and 21, an
+/// offset byte, `--2d` with the CDP number at byte 21), on files segyio
+/// writes with the sample interval only in the trace headers: the volume,
+/// the grid and the sample axis are the ones segyio reads.
+#[test]
+fn key_bytes_from_the_command_line_and_the_interval_of_the_trace_headers() {
+    let dir = scratch("keybytes");
+    let script = r#"
+import numpy as np, segyio
+rng = np.random.default_rng(21)
+def write(path, keys, vol, hdt, dt):
+    spec = segyio.spec()
+    spec.format, spec.samples, spec.tracecount = 5, list(range(vol.shape[-1])), len(keys)
+    with segyio.create(path, spec) as f:
+        f.bin.update(hdt=hdt, hns=vol.shape[-1], format=5)
+        for t, (fields, cell) in enumerate(keys):
+            f.header[t] = {**fields, segyio.su.ns: vol.shape[-1], segyio.su.dt: dt, segyio.su.delrt: 100}
+            f.trace[t] = vol[cell]
+    with segyio.open(path, ignore_geometry=True) as f:
+        np.save(path + ".samples.npy", np.asarray(f.samples))
+        np.save(path + ".amp.npy", np.stack([f.trace[t] for t in range(f.tracecount)]).reshape(vol.shape))
+pre = rng.standard_normal((3, 2, 2, 7)).astype(np.float32)
+keys = [({segyio.su.fldr: 10 + a, segyio.su.cdp: 100 + 4 * b, segyio.su.offset: 50 * (c + 1)}, (a, b, c))
+        for a in range(3) for b in range(2) for c in range(2)]
+write("rev0.sgy", keys, pre, 0, 4000)
+line = rng.standard_normal((5, 6)).astype(np.float32)
+write("line.sgy", [({segyio.su.cdp: 700 + k}, (k,)) for k in range(5)], line, 0, 0)
+"#;
+    common::python(&dir, script);
+    ok(
+        &dir,
+        &["import", "rev0.sgy", "rev0.vds", "-q", "--inline-byte", "9", "--crossline-byte", "21", "--offset-byte", "37", "--prestack"],
+    );
+    ok(&dir, &["import", "line.sgy", "line.vds", "-q", "--2d", "--crossline-byte", "21"]);
+    for name in ["rev0", "line"] {
+        ok(&dir, &["export", &format!("{name}.vds"), &format!("{name}.amp.npy"), "amplitude"]);
+        std::fs::write(dir.join(format!("{name}.info.json")), ok(&dir, &["info", &format!("{name}.vds"), "--json"])).unwrap();
+    }
+    let check = r#"
+import json, numpy as np
+for name in ["rev0", "line"]:
+    assert np.array_equal(np.load(name + ".amp.npy"), np.load(name + ".sgy.amp.npy")), name
+    samples = np.load(name + ".sgy.samples.npy")
+    axis = [a for a in json.load(open(name + ".info.json"))["axes"] if a["name"] == "sample"][0]
+    assert (axis["samples"], axis["first"], axis["last"]) == (len(samples), samples[0], samples[-1]), (name, axis, samples)
+print("ok")
+"#;
+    assert_eq!(common::python(&dir, check).trim(), "ok");
+    let info = ok(&dir, &["info", "rev0.vds"]);
+    assert!(info.contains("7 samples every 4000 us (from the first trace header)"), "{info}");
+    assert!(info.contains("inlines 10..12 step 1 (trace header byte 9)"), "{info}");
+    assert!(info.contains("crosslines 100..104 step 4 (byte 21)"), "{info}");
+    assert!(info.contains("offsets 50..100 step 50 (byte 37)"), "{info}");
+    let info = ok(&dir, &["info", "line.vds"]);
+    assert!(info.contains("6 samples every 4000 us (assumed: no header gives one)"), "{info}");
+    assert!(info.contains("2-D line: cdp 700..704 step 1 (trace header byte 21)"), "{info}");
+}
+
 #[test]
 fn any_volume_exports_as_segy_that_segyio_reads() {
     let dir = scratch("exports");
