@@ -319,16 +319,7 @@ impl PageReader {
                 .filter(|r| !cached(r) && r.offset.checked_add(ps as u64).is_some_and(|end| end <= self.limit))
                 .copied()
                 .collect();
-            let mut bufs = vec![0u8; wanted.len() * ps];
-            let mut reads: Vec<(u64, &mut [u8])> = wanted.iter().map(|r| r.offset).zip(bufs.chunks_mut(ps)).collect();
-            if storage.read_many(&mut reads).is_ok() {
-                let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                for (r, buf) in wanted.iter().zip(bufs.chunks(ps)) {
-                    if let Ok(page) = decode_page(buf, r.offset, level, Some(r.crc)) {
-                        cache.insert((r.offset, r.crc, level), Arc::new(page));
-                    }
-                }
-            }
+            self.fetch(storage, &wanted, level);
             let cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             let mut next = Vec::new();
             for r in &refs {
@@ -340,6 +331,93 @@ impl PageReader {
             if level == 0 {
                 break;
             }
+            level -= 1;
+        }
+    }
+
+    /// Reads the pages `wanted`, all at `level`, with one
+    /// [`Storage::read_many`], and caches those that decode; the cache is
+    /// emptied first if they would not fit in it. Pages that fail to read or
+    /// decode are left out: the lookup that needs one reads it again and
+    /// reports the failure.
+    fn fetch(&self, storage: &dyn Storage, wanted: &[ChildRef], level: u8) {
+        if wanted.is_empty() {
+            return;
+        }
+        let ps = self.page_size as usize;
+        let mut bufs = vec![0u8; wanted.len() * ps];
+        let mut reads: Vec<(u64, &mut [u8])> = wanted.iter().map(|r| r.offset).zip(bufs.chunks_mut(ps)).collect();
+        if storage.read_many(&mut reads).is_ok() {
+            let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if cache.len() + wanted.len() > CACHE_PAGES {
+                cache.clear();
+            }
+            for (r, buf) in wanted.iter().zip(bufs.chunks(ps)) {
+                if let Ok(page) = decode_page(buf, r.offset, level, Some(r.crc)) {
+                    cache.insert((r.offset, r.crc, level), Arc::new(page));
+                }
+            }
+        }
+    }
+
+    /// Reads and caches the pages that looking up `keys` will read, a level
+    /// at a time, each level's pages not yet cached in one
+    /// [`Storage::read_many`]: over a network, the lookups of a region's
+    /// chunks then cost a round trip per level of the index instead of one
+    /// per leaf. At most `keys.len()` pages a level, and at most
+    /// [`CACHE_PAGES`] in all: a caller gives keys in batches.
+    pub(crate) fn prefetch_keys(&self, storage: &dyn Storage, root: Option<Root>, keys: &[Key]) {
+        let Some(root) = root else { return };
+        let ps = u64::from(self.page_size);
+        let mut level = root.level;
+        let mut pages = vec![ChildRef { key: Key { layer: 0, coords: [0; 8] }, offset: root.offset, crc: root.crc }];
+        // Each key's page at `level`, as an index into `pages`; None once its path ends.
+        let mut at: Vec<Option<usize>> = vec![Some(0); keys.len()];
+        let mut taken = 0;
+        // Levels strictly decrease, so this ends.
+        loop {
+            let wanted: Vec<ChildRef> = {
+                let cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                pages
+                    .iter()
+                    .filter(|r| {
+                        !cache.contains_key(&(r.offset, r.crc, level)) && r.offset.checked_add(ps).is_some_and(|end| end <= self.limit)
+                    })
+                    .copied()
+                    .collect()
+            };
+            taken += wanted.len();
+            if taken > CACHE_PAGES {
+                return;
+            }
+            self.fetch(storage, &wanted, level);
+            if level == 0 {
+                return;
+            }
+            let cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut next: Vec<ChildRef> = Vec::new();
+            let mut seen: HashMap<(u64, u32), usize> = HashMap::new();
+            for (key, a) in keys.iter().zip(at.iter_mut()) {
+                let children = match a.and_then(|i| cache.get(&(pages[i].offset, pages[i].crc, level))).map(|p| &**p) {
+                    Some(Page::Branch(children)) => children,
+                    _ => {
+                        *a = None;
+                        continue;
+                    }
+                };
+                let i = children.partition_point(|c| c.key <= *key);
+                *a = i.checked_sub(1).map(|i| {
+                    let child = children[i];
+                    *seen.entry((child.offset, child.crc)).or_insert_with(|| {
+                        next.push(child);
+                        next.len() - 1
+                    })
+                });
+            }
+            if next.is_empty() {
+                return;
+            }
+            pages = next;
             level -= 1;
         }
     }

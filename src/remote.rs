@@ -540,6 +540,10 @@ impl Storage for RemoteStorage {
         Ok(self.meta.size)
     }
 
+    fn gathers_reads(&self) -> bool {
+        true
+    }
+
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         {
             let mut ahead = self.ahead.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

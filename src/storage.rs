@@ -42,6 +42,15 @@ pub trait Storage: Send + Sync {
     fn will_read(&self, ranges: &[(u64, u64)]) {
         let _ = ranges;
     }
+    /// Whether [`Storage::read_many`] fetches its ranges together, so that
+    /// one call costs about what one read does (a store over a network, as
+    /// `remote::RemoteStorage`). libvds then finds the index pages of a
+    /// region's chunks in batches, a level of the index at a time, before
+    /// looking the chunks up one by one. The default is `false`: each page
+    /// is read when a lookup needs it.
+    fn gathers_reads(&self) -> bool {
+        false
+    }
     /// Writes all of `data` at `offset`, growing the store if needed.
     ///
     /// # Errors

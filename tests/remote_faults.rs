@@ -131,6 +131,18 @@ fn round_trips_to_open_and_to_read_one_chunk() {
         eprintln!("  chunk at ({y}, {x}): {requests} requests in {round_trips} round trips ({} bytes)", after.bytes - before.bytes);
         assert!(round_trips <= 2, "chunk at ({y}, {x}): {round_trips} round trips");
     }
+    // A column of 200 chunks (100 stored, 100 constant), each in a leaf of
+    // its own, 64 KiB apart: the leaves are found a level of the index at a
+    // time, all 200 requested at once (16 in flight), not one after another.
+    let before = storage.stats();
+    let column: Vec<i8> = ds.read_vec("v", &Region::new(&[0, 2400], &[800, 4]).unwrap(), Order::C).unwrap();
+    for (i, v) in column.iter().enumerate() {
+        assert_eq!(*v, values[(i / 4) * 4000 + 2400 + i % 4], "column element {i}");
+    }
+    let after = storage.stats();
+    let (requests, round_trips) = (after.requests - before.requests, after.round_trips - before.round_trips);
+    eprintln!("  column of 200 chunks: {requests} requests in {round_trips} round trips ({} bytes)", after.bytes - before.bytes);
+    assert!(round_trips <= 20, "a column of 200 chunks: {requests} requests in {round_trips} round trips");
 }
 
 /// A region read announces its chunks, which are fetched together:

@@ -377,6 +377,9 @@ impl Storage for BodyPrefix {
         }
         self.inner.read_many(&mut rest)
     }
+    fn gathers_reads(&self) -> bool {
+        self.inner.gathers_reads()
+    }
     fn will_read(&self, ranges: &[(u64, u64)]) {
         self.inner.will_read(ranges);
     }

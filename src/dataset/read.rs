@@ -18,6 +18,11 @@ use crate::wire::{self, crc32};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// Keys whose index pages a region read over a network fetches together
+/// (`Storage::gathers_reads`): a quarter of the page cache
+/// (`index::CACHE_PAGES`) when each key is in a leaf of its own.
+const LOOKUP_BATCH: usize = 256;
+
 impl Dataset {
     /// Reads a region of a variable into `out`, laid out in `order`.
     ///
@@ -172,11 +177,23 @@ impl Dataset {
         let mut stored: Vec<(Vec<u64>, ChunkPlan, Entry)> = Vec::new();
         // Parts of chunks made of blocks, read block by block.
         let mut partial: Vec<(Vec<u64>, ChunkPlan, Entry)> = Vec::new();
+        // Over a network, the index pages of the chunks to look up are
+        // fetched a batch of keys at a time, a level of the index per
+        // request, just before the lookups below find them cached.
+        let ahead = if self.storage.gathers_reads() { self.keys_to_look_up(var, region, order)? } else { Vec::new() };
+        let mut looked_up = 0;
         for_each_chunk(var, region, order, false, |coords, plan| {
             let key = chunk_key(var, coords);
             if let Some(data) = self.held(&key) {
                 copy_block(&plan.spans, esize, data, plan.src0, out, plan.dst0);
                 return Ok(());
+            }
+            if ahead.get(looked_up) == Some(&key) {
+                if looked_up % LOOKUP_BATCH == 0 {
+                    let batch = &ahead[looked_up..ahead.len().min(looked_up + LOOKUP_BATCH)];
+                    self.reader.prefetch_keys(&*self.storage, self.commit.root, batch);
+                }
+                looked_up += 1;
             }
             match self.entry(&key)? {
                 None | Some(Entry::Fill) => fill_block(&plan.dst_spans(), &var.fill[..esize], out, plan.dst0),
@@ -229,6 +246,21 @@ impl Dataset {
             self.read_block_parts(var, &partial, out, parallel)?;
         }
         Ok(())
+    }
+
+    /// The keys of a region's chunks that [`Dataset::read_part`] will look
+    /// up in the index (neither held in memory nor pending), in the order
+    /// it looks them up.
+    fn keys_to_look_up(&self, var: &Variable, region: &Region, order: Order) -> Result<Vec<Key>> {
+        let mut keys = Vec::new();
+        for_each_chunk(var, region, order, false, |coords, _| {
+            let key = chunk_key(var, coords);
+            if self.held(&key).is_none() && !self.pending.contains_key(&key) {
+                keys.push(key);
+            }
+            Ok(())
+        })?;
+        Ok(keys)
     }
 
     /// Tells the storage of each slot which of `stored`'s chunks, not in
