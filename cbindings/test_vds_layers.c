@@ -412,9 +412,25 @@ static long file_length(const char *p) {
     return stat(p, &st) == 0 ? (long)st.st_size : -1;
 }
 
+/* Whether the body of the container at `p` (after its head and two commit
+ * slots, SPEC.md 1) starts with an index page, as the cloud-optimized
+ * arrangement puts it (SPEC.md 9.4). */
+static int index_comes_first(const char *p) {
+    static unsigned char head[1 << 16];
+    size_t n, i, lines = 0, h = 0, body;
+    FILE *f = fopen(p, "rb");
+    if (!f) return 0;
+    n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    for (i = 0; i < n && !h; i++)
+        if (head[i] == '\n' && ++lines == 2) h = i + 1;
+    body = h + 2 * (h % 4096 == 0 ? 512 : 128);
+    return h && body + 4 <= n && memcmp(head + body, "VDSI", 4) == 0;
+}
+
 /* Held chunks: 100 single-element writes to one 4 KiB chunk store it once
  * by default and 100 times with the cache size (and buffer) at 0; then
- * compaction in its three modes. */
+ * compaction in its four modes. */
 void test_write_back(void) {
     vds_builder *b = NULL;
     vds_dataset *ds = NULL;
@@ -428,6 +444,9 @@ void test_write_back(void) {
     OK(vds_builder_add_axis(b, "x", 4096, NULL, 0.0, 4095.0));
     OK(vds_builder_add_variable(b, "v", VDS_INT32, axes, 1, chunk));
     OK(vds_builder_set_overwrite(b, true));
+    /* Aligned, so that the cloud-optimized compaction below puts the index
+     * first (a compact container keeps it after its chunks, SPEC.md 9.4). */
+    OK(vds_builder_set_layout(b, VDS_LAYOUT_ALIGNED));
     OK(vds_builder_create(b, path_in("held.vds"), &ds));
     OK(vds_builder_free(b));
     if (!ds) return;
@@ -460,6 +479,7 @@ void test_write_back(void) {
         long was = file_length(path_in("held.vds"));
         OK(vds_compact(ds, VDS_COMPACT_KEEP_SLOTS, &before, &after));
         CHECK(before == (uint64_t)was && before > 100 * 4096);
+        CHECK(!index_comes_first(path_in("held.vds")));
         CHECK(after < 4 * 4096 + 16384 && after == (uint64_t)file_length(path_in("held.vds")));
         EXPECT(vds_compact(ds, VDS_COMPACT_INTO_SLOTS, NULL, NULL), VDS_ERR_INVALID_ARGUMENT, "no external-file slot");
         EXPECT(vds_compact(ds, 7, NULL, NULL), VDS_ERR_INVALID_ARGUMENT, "not a vds_compact_mode");
@@ -473,6 +493,12 @@ void test_write_back(void) {
         CHECK(memcmp(vals, back, sizeof vals) == 0);
         OK(vds_compact(ds, VDS_COMPACT_FOLD_SLOTS, NULL, &after));
         CHECK(after > 4 * 4096);
+        /* Cloud-optimized: the index right after the commit slots, then the chunks. */
+        CHECK(!index_comes_first(path_in("held.vds")));
+        OK(vds_compact(ds, VDS_COMPACT_CLOUD, &before, &after));
+        CHECK(index_comes_first(path_in("held.vds")) && after == (uint64_t)file_length(path_in("held.vds")));
+        OK(vds_read(ds, 0, VDS_INT32, start, all, NULL, 1, VDS_ORDER_C, (uint8_t *)back, sizeof back));
+        CHECK(memcmp(vals, back, sizeof vals) == 0);
         CHECK(remove(path_in("held.vdx")) == 0);
     }
     OK(vds_close(ds));

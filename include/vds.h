@@ -382,6 +382,13 @@ enum vds_compact_mode
    * The container's chunks move into the slots the slot policy chooses (`vds_set_slot_policy`).
    */
   VDS_COMPACT_INTO_SLOTS = 2,
+  /**
+   * Cloud-optimized (SPEC.md 9.4): every index page right after the commit slots, then the
+   * chunks in key order, external chunks folded in, so that a reader over a network gets the
+   * whole index of a container of thousands of chunks with its first request (a container in
+   * the compact layout keeps its index after its chunks: small, it comes whole anyway).
+   */
+  VDS_COMPACT_CLOUD = 3,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -1209,8 +1216,8 @@ vds_status vds_merge_fragments(struct vds_dataset *ds,
  * new container is written beside the old one, synced and renamed over it,
  * so a crash leaves one or the other, whole. Commit first. The container's
  * lengths before and after go to `*out_before` and `*out_after` (either may
- * be NULL). With `VDS_COMPACT_FOLD_SLOTS` the slot files are left on disk,
- * unused.
+ * be NULL). With `VDS_COMPACT_FOLD_SLOTS` and `VDS_COMPACT_CLOUD` the slot
+ * files are left on disk, unused.
  *
  * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
  * `VDS_ERR_INVALID_ARGUMENT` (unknown mode, uncommitted changes, a fragment

@@ -230,6 +230,11 @@ pub enum vds_compact_mode {
     VDS_COMPACT_FOLD_SLOTS = 1,
     /// The container's chunks move into the slots the slot policy chooses (`vds_set_slot_policy`).
     VDS_COMPACT_INTO_SLOTS = 2,
+    /// Cloud-optimized (SPEC.md 9.4): every index page right after the commit slots, then the
+    /// chunks in key order, external chunks folded in, so that a reader over a network gets the
+    /// whole index of a container of thousands of chunks with its first request (a container in
+    /// the compact layout keeps its index after its chunks: small, it comes whole anyway).
+    VDS_COMPACT_CLOUD = 3,
 }
 
 /// Rewrites the last commit without the space copy-on-write left behind
@@ -237,8 +242,8 @@ pub enum vds_compact_mode {
 /// new container is written beside the old one, synced and renamed over it,
 /// so a crash leaves one or the other, whole. Commit first. The container's
 /// lengths before and after go to `*out_before` and `*out_after` (either may
-/// be NULL). With `VDS_COMPACT_FOLD_SLOTS` the slot files are left on disk,
-/// unused.
+/// be NULL). With `VDS_COMPACT_FOLD_SLOTS` and `VDS_COMPACT_CLOUD` the slot
+/// files are left on disk, unused.
 ///
 /// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
 /// `VDS_ERR_INVALID_ARGUMENT` (unknown mode, uncommitted changes, a fragment
@@ -255,6 +260,7 @@ pub unsafe extern "C" fn vds_compact(ds: *mut vds_dataset, mode: i32, out_before
             m if m == VDS_COMPACT_KEEP_SLOTS as i32 => d.compact()?,
             m if m == VDS_COMPACT_FOLD_SLOTS as i32 => d.compact_folding_slots()?,
             m if m == VDS_COMPACT_INTO_SLOTS as i32 => d.compact_into_slots()?,
+            m if m == VDS_COMPACT_CLOUD as i32 => d.compact_cloud_optimized()?,
             _ => return fail(vds_status::VDS_ERR_INVALID_ARGUMENT, format!("{mode} is not a vds_compact_mode")),
         };
         // SAFETY: the caller promises writable outputs or NULL.
