@@ -217,13 +217,17 @@ fn volume(n: usize) -> Vec<f32> {
 
 /// Suite (b): a float32 volume in 64^3 chunks, uncompressed and with deflate.
 /// Writes an n^3 volume in 64^3 bricks, with `tiles` also in 2-D tiles
-/// across each pair of axes, and with `blocks` inside the bricks.
-fn write_bricks(path: &Path, vol: &[f32], codec: Codec, tiles: bool, blocks: Option<[u64; 3]>) {
+/// across each pair of axes, `levels` levels of detail beyond the data
+/// (averages), and with `blocks` inside the bricks.
+fn write_bricks(path: &Path, vol: &[f32], codec: Codec, tiles: bool, levels: u8, blocks: Option<[u64; 3]>) {
     let nn = (vol.len() as f64).cbrt().round() as u64;
     let mut var = VariableBuilder::new("v", DType::Float32, &["i", "j", "k"]);
     var.chunk(&[64, 64, 64]).codec(codec).blocks(blocks.as_ref().map(|b| &b[..]));
     if tiles {
         var.partitioning(&[1, nn, nn]).partitioning(&[nn, 1, nn]).partitioning(&[nn, nn, 1]);
+    }
+    if levels > 0 {
+        var.levels_of_detail(levels + 1, &[], vds::LodMethod::Average);
     }
     let mut ds = DatasetBuilder::new()
         .overwrite(true)
@@ -258,7 +262,7 @@ fn suite_b(o: &Opts) {
         }
         let mut t = Table::new(&format!("(b) {n}^3 float32 volume, 64^3 chunks, {label}"));
         let path = dir.join("vol.vds");
-        let write_volume = |path: &Path, tiles: bool| write_bricks(path, &vol, codec, tiles, None);
+        let write_volume = |path: &Path, tiles: bool| write_bricks(path, &vol, codec, tiles, 0, None);
         let w = time(3, || write_volume(&path, false));
         t.row("full write", w, raw.len() as u64, disk(&path), floor_w);
         // Each timed read opens the file afresh: the OS cache is warm, libvds's chunk cache is not.
@@ -290,6 +294,19 @@ fn suite_b(o: &Opts) {
         let floor_w4 = time(3, || plain_write_copies(&dir.join("vol4.bin"), raw, 4));
         let _ = std::fs::remove_file(dir.join("vol4.bin"));
         t.row("full write, bricks + tiles across each axis", wt, raw.len() as u64, disk(&tiled), floor_w4);
+        // And with 3 levels of detail (1/8, 1/64 and 1/512 of the volume), built at commit.
+        let leveled = dir.join("leveled.vds");
+        let wl = time(1, || write_bricks(&leveled, &vol, codec, false, 3, None));
+        t.row("full write, bricks + 3 levels of detail", wl, raw.len() as u64, disk(&leveled), 0.0);
+        let wtl = time(1, || write_bricks(&leveled, &vol, codec, true, 3, None));
+        t.row("full write, bricks + tiles + 3 levels", wtl, raw.len() as u64, disk(&leveled), 0.0);
+        let _ = std::fs::remove_file(&leveled);
+        println!(
+            "writes against bricks alone ({label}): tiles {:.2}x, 3 levels {:.2}x, tiles and 3 levels {:.2}x",
+            wt / w,
+            wl / w,
+            wtl / w
+        );
         settle();
         // A full read goes to the bricks whether or not tiles are beside them.
         let rt = time(3, || Dataset::open(&tiled).unwrap().read("v", &Region::full(&shape).unwrap(), Order::C, &mut out).unwrap());
@@ -364,7 +381,7 @@ fn suite_e(o: &Opts) {
         let mut base: Option<[f64; 6]> = None;
         for (name, blocks) in shapes {
             let path = dir.join("blocks.vds");
-            write_bricks(&path, &vol, codec, false, blocks);
+            write_bricks(&path, &vol, codec, false, 0, blocks);
             settle();
             let mut out = vec![0f32; vol.len()];
             let full = time(3, || Dataset::open(&path).unwrap().read("v", &Region::full(&shape).unwrap(), Order::C, &mut out).unwrap());

@@ -421,6 +421,69 @@ fn a_large_volume_with_tiles_keeps_every_layer_equal_to_level_0() {
     assert!(report.is_ok(), "{:?}", report.problems);
 }
 
+/// Levels large enough to be built on several cores (a batch of chunks
+/// computed and encoded at a time, then stored in order): every level of
+/// the bricks and of the tiles is what halving level 0 here gives, after
+/// the first commit and after a partial update; a variable with a
+/// missing-value mask verifies against level 0 as well.
+#[test]
+fn levels_built_on_several_cores_match_the_reference() {
+    let dir = Scratch::new("layers-parallel-levels");
+    let shape = [130u64, 96, 80];
+    let names = ["a0", "a1", "a2"];
+    let (path, mut b) = builder(&dir, "levels.vds", &shape);
+    // Level 1 of `f` is 27 chunks of 128 KiB, of `m` 12: past the one-thread threshold of 1 MiB.
+    b.variable(
+        VariableBuilder::new("f", DType::Float32, &names)
+            .chunk(&[32, 32, 32])
+            .partitioning(&[1, 96, 80])
+            .levels_of_detail(4, &[], LodMethod::Average)
+            .codec(Codec::deflate(1)),
+    );
+    b.variable(
+        VariableBuilder::new("m", DType::Int32, &names)
+            .chunk(&[32, 32, 32])
+            .levels_of_detail(3, &[], LodMethod::Average)
+            .missing_mask(true),
+    );
+    let mut ds = b.create(&path).unwrap();
+    let total = shape.iter().product::<u64>() as usize;
+    let mut rng = Rng::new(seed(0x1e7e));
+    let mut f: Vec<f32> = (0..total).map(|i| ((i % 1013) as f32 * 0.01).cos() * 50.0 + rng.below(100) as f32 * 0.25).collect();
+    let ints: Vec<i32> = (0..total).map(|_| rng.below(20001) as i32 - 10000).collect();
+    let missing: Vec<bool> = (0..total).map(|_| rng.below(7) == 0).collect();
+    let full = Region::full(&shape).unwrap();
+    ds.write("f", &full, Order::C, &f).unwrap();
+    ds.write_masked("m", &full, Order::C, &ints, &missing).unwrap();
+    ds.commit().unwrap();
+    let check = |ds: &Dataset, f: &[f32], when: &str| {
+        let (mut want, mut s) = (f.to_vec(), shape.to_vec());
+        for lod in 0..4u8 {
+            for part in [0u8, 1] {
+                let mut got = vec![0f32; want.len()];
+                ds.read_lod("f", lod, Some(part), &Region::full(&s).unwrap(), Order::C, &mut got).unwrap();
+                assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "{when}: level {lod}, partitioning {part}");
+            }
+            (want, s) = halve_f32(&want, &s, &[true; 3], true);
+        }
+        let report = ds.verify_full().unwrap();
+        assert!(report.is_ok(), "{when}: {:?}", report.problems);
+    };
+    check(&ds, &f, "first commit");
+    // An update across chunk boundaries redoes the level chunks it touches.
+    let start = [20u64, 10, 30];
+    let rshape = [70u64, 80, 40];
+    let n = rshape.iter().product::<u64>() as usize;
+    let patch: Vec<f32> = (0..n).map(|i| i as f32 * 0.003 - 7.0).collect();
+    insert(&mut f, &shape, &start, &rshape, &[1, 1, 1], &patch, false);
+    ds.write("f", &Region::new(&start, &rshape).unwrap(), Order::C, &patch).unwrap();
+    ds.write_masked("m", &Region::new(&start, &rshape).unwrap(), Order::C, &vec![5i32; n], &vec![false; n]).unwrap();
+    ds.commit().unwrap();
+    check(&ds, &f, "after an update");
+    ds.close().unwrap();
+    check(&Dataset::open(&path).unwrap(), &f, "reopened");
+}
+
 /// A full read of a volume that also has tiles, whose extent the bricks
 /// divide, reads the bricks, and only them: as many stored bytes as the
 /// same read of the bricks named. (Where edge bricks reach beyond the

@@ -2,14 +2,19 @@
 //! layer a read goes to, reading a level or a slice, and bringing every
 //! layer up to date from level 0 of the first partitioning at commit.
 
-use super::plan::{chunk_key, cores, fill_chunk, pipeline, valid_part, Buffers, PARALLEL_MIN_BYTES};
-use super::write::prepare;
+use super::plan::{chunk_key, cores, fill_chunk, for_each_chunk, pipeline, valid_part, Buffers, PARALLEL_MIN_BYTES};
+use super::write::{gather, prepare, Prepared};
 use super::{Dataset, VarRef};
 use crate::array::{as_bytes, as_bytes_mut, copy_block, strides, Element, Order, Region, Span};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::spec::{DType, LodMethod, Variable, MASK_LAYER};
 use crate::wire;
 use std::collections::BTreeSet;
+
+/// A chunk of a level of detail made ready to store: prepared, the chunk
+/// in memory form it was prepared from (an uncompressed one points into
+/// it), its region and, with a mask, the mask's bits.
+type LevelChunk = (Prepared, Vec<u8>, Region, Option<Vec<u8>>);
 
 /// Most written regions remembered for the layers' update at commit.
 const MAX_DIRTY: usize = 4096;
@@ -152,13 +157,7 @@ impl Dataset {
                 // This level's samples covering the changed boxes of the level below.
                 let halved = halve(&var, &boxes);
                 let targets = chunks_touching(base, &halved);
-                for c in &targets {
-                    let (region, out, out_mask) = self.lod_chunk(&var, lod, c)?;
-                    self.write_layer(base, &region, Order::C, &out)?;
-                    if let (Some(m), Some(bits)) = (var.stored_layer(lod, MASK_LAYER), out_mask) {
-                        self.write_layer(m, &region, Order::C, &bits)?;
-                    }
-                }
+                self.build_level(&var, lod, &targets)?;
                 boxes = targets.iter().map(|c| chunk_bounds(base, c)).collect();
             }
             // The other partitionings of this level, from the first.
@@ -173,6 +172,70 @@ impl Dataset {
                     if let (Some(from), Some(to)) = (var.stored_layer(lod, MASK_LAYER), var.stored_layer(lod, MASK_LAYER | p as u8)) {
                         self.copy_block(from, to, &block, &mut buf)?;
                     }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Brings chunks `targets` of level `lod` (> 0) of `var` up to date
+    /// from the level below ([`Dataset::lod_chunk`]). Without margins, and
+    /// with enough to do, a batch of chunks at a time is computed and
+    /// encoded on several cores and then stored in order: the same bytes,
+    /// in the same order, as storing them one by one. (With margins each
+    /// chunk also feeds its neighbours' margins: one by one.)
+    fn build_level(&mut self, var: &Variable, lod: u8, targets: &BTreeSet<Vec<u64>>) -> Result<()> {
+        let base = var.layer(lod, 0).ok_or_else(|| Error::new(ErrorKind::Internal, "layer missing"))?;
+        let mask = var.stored_layer(lod, MASK_LAYER);
+        let targets: Vec<&Vec<u64>> = targets.iter().collect();
+        let tbytes = base.chunk_elems * base.esize();
+        let workers = if base.margin != [0, 0] || targets.len() * tbytes < PARALLEL_MIN_BYTES { 1 } else { cores().min(targets.len()) };
+        if workers < 2 {
+            for c in targets {
+                let (region, out, out_mask) = self.lod_chunk(var, lod, c)?;
+                self.write_layer(base, &region, Order::C, &out)?;
+                if let (Some(m), Some(bits)) = (mask, out_mask) {
+                    self.write_layer(m, &region, Order::C, &bits)?;
+                }
+            }
+            return Ok(());
+        }
+        // A batch holds each chunk twice (values and encoded): within a quarter of the memory limit.
+        let fit = usize::try_from(self.memory_limit / 4).unwrap_or(usize::MAX) / (2 * tbytes).max(1);
+        let batch = (4 * workers).min(fit).max(1);
+        for part in targets.chunks(batch) {
+            let mut done: Vec<Option<LevelChunk>> = (0..part.len()).map(|_| None).collect();
+            let this = &*self;
+            pipeline(
+                part.len(),
+                workers,
+                || (),
+                |(), i| {
+                    let (region, out, out_mask) = this.lod_chunk(var, lod, part[i])?;
+                    // As a write of the chunk's region makes it: the fill value beyond the extent.
+                    let mut chunk = Vec::new();
+                    this.reserve(&mut chunk, tbytes, "a chunk of a level of detail")?;
+                    fill_chunk(base, &base.fill, &mut chunk);
+                    for_each_chunk(base, &region, Order::C, true, |_, plan| {
+                        gather(base, plan, &out, &mut chunk);
+                        Ok(())
+                    })?;
+                    Ok((prepare(base, part[i], &chunk, false), chunk, region, out_mask))
+                },
+                |i, r| {
+                    done[i] = Some(r);
+                    Ok(())
+                },
+            )?;
+            for (c, r) in part.iter().zip(done) {
+                let (prepared, chunk, region, out_mask) =
+                    r.ok_or_else(|| Error::new(ErrorKind::Internal, "a level chunk was not computed"))?;
+                let key = chunk_key(base, c);
+                self.unhold(&key);
+                let entry = self.store_prepared(base, prepared, &chunk)?;
+                self.pending.insert(key, Some(entry));
+                if let (Some(m), Some(bits)) = (mask, out_mask) {
+                    self.write_layer(m, &region, Order::C, &bits)?;
                 }
             }
         }
@@ -786,6 +849,11 @@ pub(crate) fn reduce(
                     continue;
                 }
                 let b = a + inner;
+                if cur_mask.is_none() && nv.is_none() {
+                    let row = |k: usize| &cur[k * esize..(k + inner) * esize];
+                    mean_rows(dtype, row(a), row(b), &mut out[dst * esize..(dst + inner) * esize]);
+                    continue;
+                }
                 for j in 0..inner {
                     let (x, y) = (&cur[(a + j) * esize..][..esize], &cur[(b + j) * esize..][..esize]);
                     let (mx, my) = cur_mask.as_ref().map_or((false, false), |cm| (cm[a + j] != 0, cm[b + j] != 0));
@@ -811,6 +879,44 @@ pub(crate) fn reduce(
     (cur, shape, cur_mask)
 }
 
+/// The mean of two float32 values, in f64 (where their sum is exact), rounded once.
+#[inline(always)]
+fn mean_f32(x: f32, y: f32) -> f32 {
+    ((f64::from(x) + f64::from(y)) / 2.0) as f32
+}
+
+#[inline(always)]
+fn mean_f64(x: f64, y: f64) -> f64 {
+    (x + y) / 2.0
+}
+
+/// [`mean2`] of each pair of elements of rows `x` and `y` (native order,
+/// no missing values) into `out`: a loop per type for the float types,
+/// which the compiler vectorizes; element by element for the others.
+// Buffers in memory are in native byte order; files never see these bytes.
+#[allow(clippy::host_endian_bytes)]
+fn mean_rows(dtype: DType, x: &[u8], y: &[u8], out: &mut [u8]) {
+    macro_rules! rows {
+        ($t:ty, $mean:expr) => {{
+            const S: usize = std::mem::size_of::<$t>();
+            for ((o, a), b) in out.chunks_exact_mut(S).zip(x.chunks_exact(S)).zip(y.chunks_exact(S)) {
+                let m = $mean(<$t>::from_ne_bytes(a.try_into().unwrap_or_default()), <$t>::from_ne_bytes(b.try_into().unwrap_or_default()));
+                o.copy_from_slice(&m.to_ne_bytes());
+            }
+        }};
+    }
+    match dtype {
+        DType::Float32 => rows!(f32, mean_f32),
+        DType::Float64 => rows!(f64, mean_f64),
+        _ => {
+            let e = dtype.size();
+            for ((o, a), b) in out.chunks_exact_mut(e).zip(x.chunks_exact(e)).zip(y.chunks_exact(e)) {
+                mean2(dtype, a, b, o);
+            }
+        }
+    }
+}
+
 /// The mean of two native-order elements: floats in f64, then rounded to
 /// the type; integers rounded to the nearest, halves away from zero.
 // Buffers in memory are in native byte order; files never see these bytes.
@@ -827,13 +933,11 @@ fn mean2(dtype: DType, x: &[u8], y: &[u8], out: &mut [u8]) {
     }
     match dtype {
         DType::Float32 => {
-            let m = (f64::from(f32::from_ne_bytes(x.try_into().unwrap_or_default()))
-                + f64::from(f32::from_ne_bytes(y.try_into().unwrap_or_default())))
-                / 2.0;
-            out.copy_from_slice(&(m as f32).to_ne_bytes());
+            let m = mean_f32(f32::from_ne_bytes(x.try_into().unwrap_or_default()), f32::from_ne_bytes(y.try_into().unwrap_or_default()));
+            out.copy_from_slice(&m.to_ne_bytes());
         }
         DType::Float64 => {
-            let m = (f64::from_ne_bytes(x.try_into().unwrap_or_default()) + f64::from_ne_bytes(y.try_into().unwrap_or_default())) / 2.0;
+            let m = mean_f64(f64::from_ne_bytes(x.try_into().unwrap_or_default()), f64::from_ne_bytes(y.try_into().unwrap_or_default()));
             out.copy_from_slice(&m.to_ne_bytes());
         }
         DType::Int8 => int!(i8),

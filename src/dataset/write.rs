@@ -397,7 +397,7 @@ fn constant_entry(var: &Variable, value: &[u8]) -> Entry {
 
 /// Copies the region's elements for one chunk from the caller's buffer into
 /// the chunk buffer (the reverse of a read), normalizing bools to 0 or 1.
-fn gather(var: &Variable, plan: &ChunkPlan, data: &[u8], buf: &mut [u8]) {
+pub(super) fn gather(var: &Variable, plan: &ChunkPlan, data: &[u8], buf: &mut [u8]) {
     let rev: Vec<Span> = plan.spans.iter().map(|s| Span { count: s.count, src: s.dst, dst: s.src }).collect();
     copy_block(&rev, var.esize(), data, plan.dst0, buf, plan.src0);
     if var.dtype == DType::Bool {
