@@ -309,14 +309,17 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// The servers the URL tests start: nginx and moto on loopback ports.
+#[cfg(feature = "remote")]
+#[path = "remote_common/mod.rs"]
+#[allow(unused_imports)]
+mod remote_common;
+
 /// `vds_open` reads a container by `http://` URL (nginx on loopback) in a
 /// library built with the cargo feature `remote`.
 #[cfg(feature = "remote")]
 #[test]
 fn c_program_reads_a_container_by_url() {
-    #[path = "remote_common/mod.rs"]
-    #[allow(unused_imports)]
-    mod remote_common;
     let www = remote_common::TempDir::new("c-url");
     let path = www.0.join("noise.vds");
     remote_common::noise(&path, 48, 16);
@@ -331,6 +334,34 @@ fn c_program_reads_a_container_by_url() {
     let missing = format!("http://127.0.0.1:{}/no-such.vds", server.port);
     let out = run_program(&exe, &[Path::new(&url), &path, Path::new("48"), Path::new(&missing)], &[]);
     assert_eq!(out, "110592 values read by URL; missing object: not found\n", "{out}");
+}
+
+/// `vds_open` reads a container by `s3://` URL (moto's S3 server on
+/// loopback), its endpoint and credentials from the standard `AWS_*`
+/// variables of the C program's environment.
+#[cfg(feature = "remote")]
+#[test]
+fn c_program_reads_a_container_from_s3() {
+    let dir = Scratch::new("c-s3");
+    let path = dir.dir().join("noise.vds");
+    remote_common::noise(&path, 40, 16);
+    let server = remote_common::moto();
+    remote_common::create_bucket(server.port, "c-bucket");
+    remote_common::put_object(server.port, "c-bucket", "2026/noise.vds", &std::fs::read(&path).unwrap());
+    let src = dir.dir().join("read_url.c");
+    std::fs::write(&src, URL_PROGRAM).unwrap();
+    let exe = dir.dir().join("read_url");
+    let args = shared_link_args();
+    compile(&exe, &[src], false, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let out = run(Command::new(&exe)
+        .args([Path::new("s3://c-bucket/2026/noise.vds"), &path, Path::new("40"), Path::new("s3://c-bucket/2026/absent.vds")])
+        .env("LD_LIBRARY_PATH", libs())
+        .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{}", server.port))
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_REGION", "us-east-1"));
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out, "64000 values read by URL; missing object: not found\n", "{out}");
 }
 
 /// The library's default build links no network client: object_store, its

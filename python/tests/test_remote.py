@@ -112,3 +112,68 @@ def test_a_forked_child_reads_remote_containers(tmp_path, bucket):
     assert os.waitstatus_to_exitcode(done[1]) == 0
     assert np.array_equal(held["v"][...], data)  # the parent reads on
     held.close()
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory):
+    """nginx (from Debian's packages, which .ci/deps.sh installs) serving a directory on a loopback
+    port, with range requests as every web server answers them; yields (directory, base URL)."""
+    import shutil
+    import subprocess
+    import time
+
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    assert os.path.exists(nginx), "nginx is missing: sh .ci/deps.sh installs it"
+    root = tmp_path_factory.mktemp("www")
+    work = tmp_path_factory.mktemp("nginx")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    temp = " ".join(f"{k}_temp_path {work}/{k};" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    (work / "nginx.conf").write_text(
+        f"daemon off; master_process off; worker_processes 1; pid {work}/nginx.pid; error_log {work}/error.log;\n"
+        f"events {{ worker_connections 64; }}\n"
+        f"http {{ access_log {work}/access.log; {temp} server {{ listen 127.0.0.1:{port}; root {root}; }} }}\n")
+    proc = subprocess.Popen([nginx, "-p", str(work), "-e", str(work / "error.log"), "-c", str(work / "nginx.conf")],
+                            stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, (work / "error.log").read_text()
+                time.sleep(0.02)
+        yield root, f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_open_reads_a_container_on_a_web_server(web, rng):
+    """Over http://: every read as from the local file, levels of detail and tiles included, the
+    external-file slot fetched from the URL next to the container's (the name has a space)."""
+    root, base = web
+    data = rng.standard_normal((48, 40, 24)).astype(np.float32)
+    spec = {"v": {"dtype": "float32", "dims": ["x", "y", "z"], "chunks": [16, 16, 8], "codec": ("zstd", 1),
+                  "partitionings": [[1, 40, 24]], "lods": 3}}
+    local = root / "w.vds"
+    with vds.create(local, axes=[("x", 48), ("y", 40), ("z", 24)], variables=spec) as ds:
+        ds["v"][...] = data
+    with vds.open(local, "r+") as ds:
+        ds.set_slot_policy("fixed", [ds.add_external_slot("w data.vdx")])
+        ds.commit()
+        ds.compact("into_slots")
+    assert (root / "w data.vdx").exists()
+    with vds.open(local) as want, vds.open(f"{base}/w.vds") as got:
+        for key in [Ellipsis, (slice(3, 40, 5), 7, slice(None, None, -2)), (11,), (slice(None), 2, 3)]:
+            np.testing.assert_array_equal(got["v"][key], want["v"][key])
+        for level in (1, 2):
+            np.testing.assert_array_equal(got["v"].lod(level)[...], want["v"].lod(level)[...])
+        np.testing.assert_array_equal(got["v"].slice(0, 17), data[17])
+        assert got.verify()["ok"]
+    with pytest.raises(vds.ReadOnlyError):
+        vds.open(f"{base}/w.vds", "r+")
+    with pytest.raises(vds.NotFoundError):
+        vds.open(f"{base}/absent.vds")

@@ -268,8 +268,8 @@ fn scalar_to_native(dtype: DType, s: Scalar) -> Vec<u8> {
 /// library built with the cargo feature `remote` reads the container in
 /// place with range requests (read-only, so `VDS_OPEN_WRITE` is
 /// `VDS_ERR_READ_ONLY`; `s3://` takes its credentials, region and endpoint
-/// from the `AWS_*` environment variables, README "Reading from object
-/// storage"); a library built without it returns
+/// from the `AWS_*` environment variables, README "Containers on a
+/// web server or in S3"); a library built without it returns
 /// `VDS_ERR_UNSUPPORTED_FEATURE`. A local file whose name starts that way
 /// opens as `./http://...`.
 ///

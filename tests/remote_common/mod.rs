@@ -244,6 +244,19 @@ pub fn create_bucket(port: u16, bucket: &str) {
     assert!(reply.starts_with("HTTP/1.1 200"), "creating the bucket: {reply}");
 }
 
+/// Stores `bytes` as `key` in `bucket` of the moto server on `port` with an
+/// unsigned PUT, as [`create_bucket`] makes the bucket.
+pub fn put_object(port: u16, bucket: &str, key: &str, bytes: &[u8]) {
+    use std::io::{Read, Write};
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(s, "PUT /{bucket}/{key} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", bytes.len())
+        .unwrap();
+    s.write_all(bytes).unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "storing {key}: {reply}");
+}
+
 /// What the fault server does to a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
