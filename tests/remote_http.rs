@@ -3,8 +3,9 @@
 //! bool, constant and unwritten chunks) and an external-file slot fetched
 //! from the URL next to the container's. nginx runs on a loopback port,
 //! started and stopped here. Behind a proxy that drops, delays, truncates
-//! or fails requests, transient faults are retried and reads still match,
-//! and lasting ones fail as I/O errors naming the URL and byte range.
+//! or fails requests (the ones it is told to, or a share of all of them),
+//! transient faults are retried and reads still match, and lasting ones
+//! fail as I/O errors naming the URL and byte range.
 
 #[path = "remote_common/mod.rs"]
 mod common;
@@ -49,6 +50,25 @@ fn opens_of_one_server_share_a_client_and_its_connections() {
     }
     let connections = counter.connections.load(std::sync::atomic::Ordering::SeqCst);
     assert!((1..=4).contains(&connections), "{opens} opens and reads made {connections} connections");
+}
+
+/// A quarter of all requests fail (a 503, a dropped connection, a body cut
+/// in half, a short delay, in turn): every layer kind still reads as the
+/// local file, each failed request retried.
+#[test]
+fn a_quarter_of_requests_failing_still_reads_every_layer() {
+    let www = TempDir::new("share");
+    let path = every_layer(&www.0, "survey.vds");
+    let server = nginx(&www.0);
+    let proxy = FaultProxy::start(server.port);
+    proxy.fail_share(4, &[Fault::Status(503), Fault::Drop, Fault::Truncate, Fault::Delay(Duration::from_millis(50))]);
+    let url = format!("http://127.0.0.1:{}/survey.vds", proxy.port);
+    let remote = vds::remote::open(&url).unwrap();
+    compare(&Dataset::open(&path).unwrap(), &remote);
+    let (requests, failed) =
+        (proxy.requests.load(std::sync::atomic::Ordering::SeqCst), proxy.failed.load(std::sync::atomic::Ordering::SeqCst));
+    eprintln!("{requests} requests, {failed} of them failed by the proxy");
+    assert!(failed >= 3 && failed * 4 <= requests, "{failed} of {requests} requests failed");
 }
 
 #[test]

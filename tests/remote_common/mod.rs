@@ -463,13 +463,21 @@ pub fn assert_names_url_and_range(e: &vds::Error, url: &str) {
     assert!(text.contains("bytes "), "the error does not name the byte range: {text}");
 }
 
+/// A share of the requests to fail: every `every`-th request gets the next
+/// fault of `faults`, in turn.
+type Share = Option<(u64, Vec<Fault>)>;
+
 /// A proxy on loopback in front of a real server (nginx, moto): it passes
 /// each request on, one per connection, and fails the requests as told,
 /// as [`FaultServer`] does for the objects it holds: the faults queued with
-/// [`FaultProxy::inject`] apply to the next requests, one each.
+/// [`FaultProxy::inject`] apply to the next requests, one each, and
+/// [`FaultProxy::fail_share`] fails a share of all requests.
 pub struct FaultProxy {
     pub port: u16,
     faults: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Fault>>>,
+    share: std::sync::Arc<std::sync::Mutex<Share>>,
+    /// Requests the share failed.
+    pub failed: std::sync::Arc<std::sync::atomic::AtomicU64>,
     pub requests: std::sync::Arc<std::sync::atomic::AtomicU64>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -482,20 +490,28 @@ impl FaultProxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let faults: Arc<Mutex<std::collections::VecDeque<Fault>>> = Arc::default();
+        let share: Arc<Mutex<Share>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let requests = Arc::new(AtomicU64::new(0));
-        let (f, s, r) = (faults.clone(), stop.clone(), requests.clone());
+        let failed = Arc::new(AtomicU64::new(0));
+        let (f, sh, fd, s, r) = (faults.clone(), share.clone(), failed.clone(), stop.clone(), requests.clone());
         let thread = std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if s.load(std::sync::atomic::Ordering::SeqCst) {
                     break;
                 }
                 let Ok(conn) = conn else { continue };
-                let (f, r) = (f.clone(), r.clone());
-                std::thread::spawn(move || relay(conn, upstream, &f, &r));
+                let (f, sh, fd, r) = (f.clone(), sh.clone(), fd.clone(), r.clone());
+                std::thread::spawn(move || relay(conn, upstream, &f, &sh, &fd, &r));
             }
         });
-        FaultProxy { port, faults, requests, stop, thread: Some(thread) }
+        FaultProxy { port, faults, share, failed, requests, stop, thread: Some(thread) }
+    }
+
+    /// Fails every `every`-th request from now on (a share of 1 / `every`),
+    /// with the faults of `faults` in turn; queued faults come first.
+    pub fn fail_share(&self, every: u64, faults: &[Fault]) {
+        *self.share.lock().unwrap() = Some((every.max(1), faults.to_vec()));
     }
 
     pub fn inject(&self, faults: &[Fault]) {
@@ -525,11 +541,13 @@ impl Drop for FaultProxy {
 
 /// One request from `client`, passed to `upstream` with `Connection: close`
 /// (its body too, by Content-Length), and the answer passed back, each
-/// changed by the next queued fault.
+/// changed by the next queued fault, or by the share's.
 fn relay(
     mut client: TcpStream,
     upstream: u16,
     faults: &std::sync::Mutex<std::collections::VecDeque<Fault>>,
+    share: &std::sync::Mutex<Share>,
+    failed: &std::sync::atomic::AtomicU64,
     requests: &std::sync::atomic::AtomicU64,
 ) {
     use std::io::{Read, Write};
@@ -538,8 +556,14 @@ fn relay(
     if !read_up_to(&mut client, &mut body, length) {
         return;
     }
-    requests.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    let fault = faults.lock().unwrap().pop_front();
+    let n = requests.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+    let fault = faults.lock().unwrap().pop_front().or_else(|| match &*share.lock().unwrap() {
+        Some((every, list)) if n % every == 0 && !list.is_empty() => {
+            failed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Some(list[(n / every) as usize % list.len()])
+        }
+        _ => None,
+    });
     match fault {
         Some(Fault::Drop) => return,
         Some(Fault::Status(code)) => {
