@@ -9,10 +9,12 @@ the same absolute tolerances, in one run.
     python3 bench/lossy.py --blocks [--quick] [--runs 3]   # libvds: whole chunks or blocks
 
 Data: the native benchmark's smooth 512^3 float32 volume (suite b;
---quick: 256^3), and a seismic-like 256 x 256 x 512 float32 volume
+--quick: 256^3), a seismic-like 256 x 256 x 512 float32 volume
 (--quick: 128 x 128 x 256): dipping, folded reflectors with a fault,
 convolved with a 30 Hz Ricker wavelet along time, plus band-limited noise
-(-30 dB), as real post-stack amplitudes look. Tolerances are fractions of
+(-30 dB), as real post-stack amplitudes look; and a third, half as wide
+and from another seed, as field data arrive: written by segyio as SEG-Y
+of IBM floats and imported with vds.from_segy. Tolerances are fractions of
 each array's value range (1e-2, 1e-3, 1e-4), given to every codec as the
 same absolute bound.
 
@@ -107,6 +109,23 @@ def seismic(ni, nx, nt, seed=7):
     noise = np.fft.irfft(band, n=nt, axis=2)
     noise *= 0.03 * trace.std() / noise.std()
     return (trace + noise).astype(np.float32) * np.float32(1000.0)
+
+
+def through_segy(make, work):
+    """The array ``make()`` gives as field data arrive: written by segyio as
+    SEG-Y of IBM floats (format 1, 4 ms), then imported with
+    ``vds.from_segy`` as a user would; returns the imported amplitudes
+    (IBM's rounding included)."""
+    import segyio
+
+    sgy, mid = os.path.join(work, "survey.sgy"), os.path.join(work, "survey-import.vds")
+    segyio.tools.from_array(sgy, make(), format=1, dt=4000)
+    vds.from_segy(sgy, mid)
+    with vds.open(mid) as ds:
+        out = ds["amplitude"][...]
+    os.remove(sgy)
+    os.remove(mid)
+    return out
 
 
 def median_time(fn, runs):
@@ -259,6 +278,9 @@ def main():
         data = [(f"smooth {n}^3 (bench suite b)", lambda: smooth(n))]
         s = (128, 128, 256) if args.quick else (256, 256, 512)
         data.append((f"seismic-like {s[0]}x{s[1]}x{s[2]}", lambda: seismic(*s)))
+        s2 = (s[0], s[1] // 2, s[2])
+        data.append((f"SEG-Y by segyio (IBM floats), imported: seismic-like {s2[0]}x{s2[1]}x{s2[2]}, another seed",
+                     lambda: through_segy(lambda: seismic(*s2, seed=11), work)))
         print(f"vds {vds.__version__}, zfpy {getattr(zfpy, '__version__', '?')}, pysz {PEERS[1]}; "
               f"median of {args.runs} runs; ratio = raw bytes / compressed bytes\n")
         for name, make in data:
