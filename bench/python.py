@@ -115,7 +115,9 @@ def main():
     p = os.path.join(o.dir, "vol.vds")
     for index, (label, codec) in enumerate([("uncompressed", None), ("deflate level 1 + shuffle", ("deflate", 1)),
                                             ("zstd level 1 + shuffle", ("zstd", 1))]):
-        spec = {"dtype": "float32", "dims": ["i", "j", "k"], "chunks": [64, 64, 64], "codec": codec}
+        # Whole chunks, as the native suite b writes them (`blocks(None)`): without
+        # "blocks", deflate and zstd would get 32^3 blocks inside each brick.
+        spec = {"dtype": "float32", "dims": ["i", "j", "k"], "chunks": [64, 64, 64], "codec": codec, "blocks": False}
         with vds.create(p, axes=[("i", n), ("j", n), ("k", n)], variables={"v": spec}, overwrite=True, sync=False) as ds:
             ds["v"][...] = vol
 
