@@ -105,11 +105,34 @@ def test_a_killed_worker_leaves_no_torn_container(tmp_path, rng, client):
     assert len(killed) >= 1 and not any((tmp_path / n).exists() for n in killed)
     assert sorted(n for n in os.listdir(tmp_path) if n.startswith("k.vds.")) == sorted(report["merged"])
     # Killed every time: the store fails, the container stays at its first commit (all fill),
-    # and the fragments the dead attempts left are removed.
+    # and the fragments the dead attempts left are removed. One block, so that no other task
+    # is still running (and making a fragment) when the failed store cleans up.
     path = tmp_path / "dead.vds"
+    whole = da.from_array(ref, chunks=ref.shape)
     with pytest.raises(Exception):
-        vds.dask.store(src.map_blocks(_DiesWhenWritten, None, meta=meta), path)
+        vds.dask.store(whole.map_blocks(_DiesWhenWritten, None, meta=meta), path)
     with vds.open(path) as ds:
         assert ds.commit_sequence == 1 and ds.verify()["ok"]
         np.testing.assert_array_equal(ds["data"][...], np.zeros_like(ref))
     assert [n for n in os.listdir(tmp_path) if n.startswith("dead.vds.")] == []
+
+
+def test_a_failure_after_the_merge_keeps_the_merged_fragments(tmp_path, rng, monkeypatch):
+    """The fragments a merge adopted are the container's slots: when the store fails after the merge
+    committed (here the fold's compaction), its cleanup leaves them, and the container reads whole."""
+    ref = rng.standard_normal((32, 16)).astype(np.float32)
+    path = tmp_path / "m.vds"
+
+    def fail(self, mode="keep"):
+        raise OSError("no space left on device (injected)")
+
+    # The merge task runs in the client's process when computed with the synchronous scheduler.
+    monkeypatch.setattr(vds.Dataset, "compact", fail)
+    import dask
+
+    with dask.config.set(scheduler="synchronous"), pytest.raises(OSError, match="injected"):
+        vds.dask.store(da.from_array(ref, chunks=(8, 16)), path, fold=True)
+    with vds.open(path) as ds:
+        assert ds.commit_sequence == 2 and ds.verify()["ok"]
+        np.testing.assert_array_equal(ds["data"][...], ref)
+        assert len(ds.descriptor()["slots"]) == 4

@@ -53,10 +53,12 @@ def store(darray, path, name="data", dims=None, codec="zstd", fill_value=None, a
     (a dict with ``merged``, ``skipped``, ``chunks``).
 
     If the computation fails (a task keeps failing, or its worker keeps
-    dying), the container stays at its creating commit and the fragment
-    files the tasks left are removed before the error is raised again (only
-    when ``store`` computes; a task still running at that moment may leave
-    its file, which no merge adopts).
+    dying), the fragment files its tasks left that the container does not
+    use are removed before the error is raised again: before the merge the
+    container stays at its creating commit and uses none; fragments a merge
+    adopted stay, whatever failed after it. (Only when ``store`` computes;
+    a task still running at that moment may leave its file, which no merge
+    adopts.)
     """
     import dask
     import dask.array as da
@@ -85,7 +87,7 @@ def store(darray, path, name="data", dims=None, codec="zstd", fill_value=None, a
     try:
         return merged.compute()
     except BaseException:
-        _remove_fragments(path, prefix, keep=())
+        _remove_unadopted(path, prefix)
         raise
 
 
@@ -94,21 +96,29 @@ def _merge(path, names, prefix, fold):
     removes the fragments of failed attempts (a killed worker's), which no merge adopts."""
     with vds_open(path, "r+") as ds:
         report = ds.merge_fragments(names)
-        if report["skipped"]:
-            reasons = "; ".join(f"{n}: {r}" for n, r in report["skipped"])
+        # A rerun of this task (its worker lost after the commit) finds them merged already.
+        missing = [(n, r) for n, r in report["skipped"] if not r.startswith("merged before")]
+        if missing:
+            reasons = "; ".join(f"{n}: {r}" for n, r in missing)
             raise RuntimeError(f"fragments not merged: {reasons}")
         if fold:
             ds.compact("fold")
-    _remove_fragments(path, prefix, keep=() if fold else names)
+    _remove_unadopted(path, prefix)
     return report
 
 
-def _remove_fragments(path, prefix, keep):
-    """Removes the fragment files of one store (their names start with ``prefix``) but ``keep``."""
+def _remove_unadopted(path, prefix):
+    """Removes the fragment files of one store (their names start with ``prefix``) that the
+    container's last commit does not use: the slots it lists are merged fragments and stay,
+    whatever failed after the merge. Removes nothing when the container cannot be read."""
+    try:
+        with vds_open(path) as ds:
+            used = {s["name"] for s in ds.descriptor().get("slots", [])}
+    except Exception:
+        return
     folder = os.path.dirname(path)
-    keep = set(keep)
     for n in os.listdir(folder):
-        if n.startswith(prefix + ".") and n not in keep:
+        if n.startswith(prefix + ".") and n not in used:
             try:
                 os.remove(os.path.join(folder, n))
             except FileNotFoundError:
