@@ -265,8 +265,13 @@ pub(crate) struct PageReader {
     cache: Mutex<HashMap<(u64, u32, u8), Arc<Page>>>,
 }
 
-/// Most decoded pages kept per reader (about 4 MiB of 4 KiB pages).
+/// Most pages one walk of the index for many keys brings into the cache
+/// (about 4 MiB of 4 KiB pages); the open's prefetch stays within it too.
 pub(crate) const CACHE_PAGES: usize = 1024;
+/// Most decoded pages kept per reader (about 8 MiB of 4 KiB pages): the
+/// cache is emptied when a page read would take it past this, and before a
+/// walk whose pages would leave it less than [`CACHE_PAGES`] / 2 of room.
+pub(crate) const MAX_CACHED: usize = 2 * CACHE_PAGES;
 
 impl PageReader {
     pub(crate) fn new(page_size: u32, limit: u64) -> PageReader {
@@ -291,7 +296,7 @@ impl PageReader {
         storage.read_at(r.offset, &mut buf).map_err(|e| Error::io(format!("reading index page at offset {:#x}", r.offset), e))?;
         let page = Arc::new(decode_page(&buf, r.offset, level, Some(r.crc))?);
         let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if cache.len() >= CACHE_PAGES {
+        if cache.len() >= MAX_CACHED {
             cache.clear();
         }
         cache.insert(cache_key, page.clone());
@@ -305,26 +310,21 @@ impl PageReader {
     /// out: the lookup that needs one reads it again and reports the failure.
     pub(crate) fn prefetch(&self, storage: &dyn Storage, root: Option<Root>, budget: usize, leaves: bool) {
         let Some(root) = root else { return };
-        let ps = self.page_size as usize;
         let mut level = root.level;
         let mut refs = vec![ChildRef { key: Key { layer: 0, coords: [0; 8] }, offset: root.offset, crc: root.crc }];
         let mut taken = 0;
+        let mut walked = Vec::new();
         // Levels strictly decrease, so this ends; the budget bounds the work.
         while (level > 0 || leaves) && !refs.is_empty() && taken + refs.len() <= budget.min(CACHE_PAGES) {
             taken += refs.len();
-            let cached =
-                |r: &ChildRef| self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains_key(&(r.offset, r.crc, level));
-            let wanted: Vec<ChildRef> = refs
-                .iter()
-                .filter(|r| !cached(r) && r.offset.checked_add(ps as u64).is_some_and(|end| end <= self.limit))
-                .copied()
-                .collect();
-            self.fetch(storage, &wanted, level);
-            let cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let pages = self.level_pages(storage, &refs, level);
             let mut next = Vec::new();
-            for r in &refs {
-                if let Some(Page::Branch(children)) = cache.get(&(r.offset, r.crc, level)).map(|p| &**p) {
-                    next.extend_from_slice(children);
+            for (r, page) in refs.iter().zip(&pages) {
+                if let Some(page) = page {
+                    if let Page::Branch(children) = &**page {
+                        next.extend_from_slice(children);
+                    }
+                    walked.push(((r.offset, r.crc, level), page.clone()));
                 }
             }
             refs = next;
@@ -333,31 +333,46 @@ impl PageReader {
             }
             level -= 1;
         }
+        self.keep(walked);
     }
 
-    /// Reads the pages `wanted`, all at `level`, with one
-    /// [`Storage::read_many`], and caches those that decode; the cache is
-    /// emptied first if they would not fit in it. Pages that fail to read or
-    /// decode are left out: the lookup that needs one reads it again and
-    /// reports the failure.
-    fn fetch(&self, storage: &dyn Storage, wanted: &[ChildRef], level: u8) {
-        if wanted.is_empty() {
-            return;
-        }
+    /// The pages `refs`, all at `level`: those cached, and the others read
+    /// with one [`Storage::read_many`] (not cached here). None for a page
+    /// that lies beyond the committed end, fails to read or fails to decode:
+    /// the lookup that needs it reads it again and reports the failure.
+    fn level_pages(&self, storage: &dyn Storage, refs: &[ChildRef], level: u8) -> Vec<Option<Arc<Page>>> {
         let ps = self.page_size as usize;
+        let mut pages: Vec<Option<Arc<Page>>> = {
+            let cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            refs.iter().map(|r| cache.get(&(r.offset, r.crc, level)).cloned()).collect()
+        };
+        let wanted: Vec<usize> = (0..refs.len())
+            .filter(|&i| pages[i].is_none() && refs[i].offset.checked_add(ps as u64).is_some_and(|end| end <= self.limit))
+            .collect();
+        if wanted.is_empty() {
+            return pages;
+        }
         let mut bufs = vec![0u8; wanted.len() * ps];
-        let mut reads: Vec<(u64, &mut [u8])> = wanted.iter().map(|r| r.offset).zip(bufs.chunks_mut(ps)).collect();
+        let mut reads: Vec<(u64, &mut [u8])> = wanted.iter().map(|&i| refs[i].offset).zip(bufs.chunks_mut(ps)).collect();
         if storage.read_many(&mut reads).is_ok() {
-            let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if cache.len() + wanted.len() > CACHE_PAGES {
-                cache.clear();
-            }
-            for (r, buf) in wanted.iter().zip(bufs.chunks(ps)) {
-                if let Ok(page) = decode_page(buf, r.offset, level, Some(r.crc)) {
-                    cache.insert((r.offset, r.crc, level), Arc::new(page));
-                }
+            for (&i, buf) in wanted.iter().zip(bufs.chunks(ps)) {
+                pages[i] = decode_page(buf, refs[i].offset, level, Some(refs[i].crc)).ok().map(Arc::new);
             }
         }
+        pages
+    }
+
+    /// Puts the pages of a walk into the cache together, emptying it first
+    /// when they would leave less than [`CACHE_PAGES`] / 2 pages of room
+    /// before it is full ([`MAX_CACHED`]): the lookups that follow find every
+    /// one of them, and the pages they still read themselves do not empty the
+    /// cache under them.
+    fn keep(&self, walked: Vec<((u64, u32, u8), Arc<Page>)>) {
+        let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if cache.len() + walked.len() > MAX_CACHED - CACHE_PAGES / 2 {
+            cache.clear();
+        }
+        cache.extend(walked);
     }
 
     /// Reads and caches the pages that looking up `keys` will read, a level
@@ -365,45 +380,31 @@ impl PageReader {
     /// [`Storage::read_many`]: over a network, the lookups of a region's
     /// chunks then cost a round trip per level of the index instead of one
     /// per leaf. At most `keys.len()` pages a level, and at most
-    /// [`CACHE_PAGES`] in all: a caller gives keys in batches.
+    /// [`CACHE_PAGES`] in all: a caller gives keys in batches. The walk keeps
+    /// its own handles on the pages, and caches them all at the end.
     pub(crate) fn prefetch_keys(&self, storage: &dyn Storage, root: Option<Root>, keys: &[Key]) {
         let Some(root) = root else { return };
-        let ps = u64::from(self.page_size);
         let mut level = root.level;
-        let mut pages = vec![ChildRef { key: Key { layer: 0, coords: [0; 8] }, offset: root.offset, crc: root.crc }];
-        // Each key's page at `level`, as an index into `pages`; None once its path ends.
+        let mut refs = vec![ChildRef { key: Key { layer: 0, coords: [0; 8] }, offset: root.offset, crc: root.crc }];
+        // Each key's page at `level`, as an index into `refs`; None once its path ends.
         let mut at: Vec<Option<usize>> = vec![Some(0); keys.len()];
-        let mut taken = 0;
+        let mut walked = Vec::new();
         // Levels strictly decrease, so this ends.
         loop {
-            let wanted: Vec<ChildRef> = {
-                let cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                pages
-                    .iter()
-                    .filter(|r| {
-                        !cache.contains_key(&(r.offset, r.crc, level)) && r.offset.checked_add(ps).is_some_and(|end| end <= self.limit)
-                    })
-                    .copied()
-                    .collect()
-            };
-            taken += wanted.len();
-            if taken > CACHE_PAGES {
-                return;
+            if walked.len() + refs.len() > CACHE_PAGES {
+                break;
             }
-            self.fetch(storage, &wanted, level);
+            let pages = self.level_pages(storage, &refs, level);
+            walked.extend(refs.iter().zip(&pages).filter_map(|(r, p)| p.clone().map(|p| ((r.offset, r.crc, level), p))));
             if level == 0 {
-                return;
+                break;
             }
-            let cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             let mut next: Vec<ChildRef> = Vec::new();
             let mut seen: HashMap<(u64, u32), usize> = HashMap::new();
             for (key, a) in keys.iter().zip(at.iter_mut()) {
-                let children = match a.and_then(|i| cache.get(&(pages[i].offset, pages[i].crc, level))).map(|p| &**p) {
-                    Some(Page::Branch(children)) => children,
-                    _ => {
-                        *a = None;
-                        continue;
-                    }
+                let Some(Page::Branch(children)) = a.and_then(|i| pages[i].as_deref()) else {
+                    *a = None;
+                    continue;
                 };
                 let i = children.partition_point(|c| c.key <= *key);
                 *a = i.checked_sub(1).map(|i| {
@@ -415,11 +416,12 @@ impl PageReader {
                 });
             }
             if next.is_empty() {
-                return;
+                break;
             }
-            pages = next;
+            refs = next;
             level -= 1;
         }
+        self.keep(walked);
     }
 
     /// Finds the entry for `key`, reading at most `root.level + 1` pages.

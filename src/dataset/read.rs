@@ -19,8 +19,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Keys whose index pages a region read over a network fetches together
-/// (`Storage::gathers_reads`): a quarter of the page cache
-/// (`index::CACHE_PAGES`) when each key is in a leaf of its own.
+/// (`Storage::gathers_reads`): a quarter of what one walk may bring into the
+/// page cache (`index::CACHE_PAGES`) when each key is in a leaf of its own;
+/// a read cut into parts gives each part its share.
 const LOOKUP_BATCH: usize = 256;
 
 impl Dataset {
@@ -182,6 +183,8 @@ impl Dataset {
         // request, just before the lookups below find them cached.
         let ahead = if self.storage.gathers_reads() { self.keys_to_look_up(var, region, order)? } else { Vec::new() };
         let mut looked_up = 0;
+        // A read cut into parts runs one per core, each with its batches in the one page cache.
+        let batch_keys = if parallel { LOOKUP_BATCH } else { (LOOKUP_BATCH / cores()).max(1) };
         for_each_chunk(var, region, order, false, |coords, plan| {
             let key = chunk_key(var, coords);
             if let Some(data) = self.held(&key) {
@@ -189,8 +192,8 @@ impl Dataset {
                 return Ok(());
             }
             if ahead.get(looked_up) == Some(&key) {
-                if looked_up % LOOKUP_BATCH == 0 {
-                    let batch = &ahead[looked_up..ahead.len().min(looked_up + LOOKUP_BATCH)];
+                if looked_up % batch_keys == 0 {
+                    let batch = &ahead[looked_up..ahead.len().min(looked_up + batch_keys)];
                     self.reader.prefetch_keys(&*self.storage, self.commit.root, batch);
                 }
                 looked_up += 1;
