@@ -53,8 +53,9 @@ fn opens_of_one_server_share_a_client_and_its_connections() {
 }
 
 /// A quarter of all requests fail (a 503, a dropped connection, a body cut
-/// in half, a short delay, in turn): every layer kind still reads as the
-/// local file, each failed request retried.
+/// in half, a short delay, in turn; a retry is never failed again, so that
+/// the test does not depend on how retries interleave): every layer kind
+/// still reads as the local file.
 #[test]
 fn a_quarter_of_requests_failing_still_reads_every_layer() {
     let www = TempDir::new("share");
@@ -68,7 +69,8 @@ fn a_quarter_of_requests_failing_still_reads_every_layer() {
     let (requests, failed) =
         (proxy.requests.load(std::sync::atomic::Ordering::SeqCst), proxy.failed.load(std::sync::atomic::Ordering::SeqCst));
     eprintln!("{requests} requests, {failed} of them failed by the proxy");
-    assert!(failed >= 3 && failed * 4 <= requests, "{failed} of {requests} requests failed");
+    // Every fourth request fails unless it is a retry of one that failed: about a fifth of them.
+    assert!(failed >= 3 && failed * 8 >= requests, "{failed} of {requests} requests failed");
 }
 
 #[test]

@@ -464,8 +464,9 @@ pub fn assert_names_url_and_range(e: &vds::Error, url: &str) {
 }
 
 /// A share of the requests to fail: every `every`-th request gets the next
-/// fault of `faults`, in turn.
-type Share = Option<(u64, Vec<Fault>)>;
+/// fault of `faults`, in turn, unless the same request (its request line
+/// and range, kept in the set) failed before: a retry always goes through.
+type Share = Option<(u64, Vec<Fault>, std::collections::HashSet<Vec<u8>>)>;
 
 /// A proxy on loopback in front of a real server (nginx, moto): it passes
 /// each request on, one per connection, and fails the requests as told,
@@ -511,7 +512,7 @@ impl FaultProxy {
     /// Fails every `every`-th request from now on (a share of 1 / `every`),
     /// with the faults of `faults` in turn; queued faults come first.
     pub fn fail_share(&self, every: u64, faults: &[Fault]) {
-        *self.share.lock().unwrap() = Some((every.max(1), faults.to_vec()));
+        *self.share.lock().unwrap() = Some((every.max(1), faults.to_vec(), std::collections::HashSet::new()));
     }
 
     pub fn inject(&self, faults: &[Fault]) {
@@ -557,10 +558,14 @@ fn relay(
         return;
     }
     let n = requests.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-    let fault = faults.lock().unwrap().pop_front().or_else(|| match &*share.lock().unwrap() {
-        Some((every, list)) if n % every == 0 && !list.is_empty() => {
-            failed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            Some(list[(n / every) as usize % list.len()])
+    let fault = faults.lock().unwrap().pop_front().or_else(|| match &mut *share.lock().unwrap() {
+        Some((every, list, before)) if n % *every == 0 && !list.is_empty() => {
+            let line = head.split(|&b| b == b'\n').next().unwrap_or_default().to_vec();
+            let request = [line, header_value(&head, "range").unwrap_or_default().into_bytes()].concat();
+            before.insert(request).then(|| {
+                failed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                list[(n / *every) as usize % list.len()]
+            })
         }
         _ => None,
     });
