@@ -200,7 +200,9 @@ impl Dataset {
             }
             return Ok(());
         }
-        // A batch holds each chunk twice (values and encoded): within a quarter of the memory limit.
+        // A batch's results hold each chunk twice (values and encoded): within a quarter of the
+        // memory limit. Each worker also holds, while it averages, the chunks of the level below
+        // its chunk covers (up to 2^axes of them), as the one-core path does one at a time.
         let fit = usize::try_from(self.memory_limit / 4).unwrap_or(usize::MAX) / (2 * tbytes).max(1);
         let batch = (4 * workers).min(fit).max(1);
         for part in targets.chunks(batch) {
@@ -220,7 +222,9 @@ impl Dataset {
                         gather(base, plan, &out, &mut chunk);
                         Ok(())
                     })?;
-                    Ok((prepare(base, part[i], &chunk, false), chunk, region, out_mask))
+                    // Stored as write_layer stores a whole chunk (lossily for a bounded variable: new values).
+                    let decoded = this.writing_decoded && base.is_bounded();
+                    Ok((prepare(base, part[i], &chunk, decoded), chunk, region, out_mask))
                 },
                 |i, r| {
                     done[i] = Some(r);
