@@ -265,10 +265,11 @@ pub(crate) struct PageReader {
     cache: Mutex<HashMap<(u64, u32, u8), Arc<Page>>>,
 }
 
-/// Most pages one walk of the index for many keys brings into the cache
+/// Most pages one walk of the index for many keys asks for, read or not
 /// (about 4 MiB of 4 KiB pages); the open's prefetch stays within it too.
 pub(crate) const CACHE_PAGES: usize = 1024;
-/// Most decoded pages kept per reader (about 8 MiB of 4 KiB pages): the
+/// Most decoded pages kept per reader (about 8 MiB of the library's 4 KiB
+/// pages; a file with larger pages, up to 64 KiB, takes more): the
 /// cache is emptied when a page read would take it past this, and before a
 /// walk whose pages would leave it less than [`CACHE_PAGES`] / 2 of room.
 pub(crate) const MAX_CACHED: usize = 2 * CACHE_PAGES;
@@ -389,11 +390,14 @@ impl PageReader {
         // Each key's page at `level`, as an index into `refs`; None once its path ends.
         let mut at: Vec<Option<usize>> = vec![Some(0); keys.len()];
         let mut walked = Vec::new();
+        // Pages asked for, read or not (those that fail to decode count too).
+        let mut taken = 0;
         // Levels strictly decrease, so this ends.
         loop {
-            if walked.len() + refs.len() > CACHE_PAGES {
+            if taken + refs.len() > CACHE_PAGES {
                 break;
             }
+            taken += refs.len();
             let pages = self.level_pages(storage, &refs, level);
             walked.extend(refs.iter().zip(&pages).filter_map(|(r, p)| p.clone().map(|p| ((r.offset, r.crc, level), p))));
             if level == 0 {
