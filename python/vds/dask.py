@@ -110,16 +110,22 @@ def _merge(path, names, prefix, fold):
 def _remove_unadopted(path, prefix):
     """Removes the fragment files of one store (their names start with ``prefix``) that the
     container's last commit does not use: the slots it lists are merged fragments and stay,
-    whatever failed after the merge. Removes nothing when the container cannot be read."""
+    whatever failed after the merge. The container is held open for writing meanwhile, so that
+    no merge still running commits in between (a merge that starts later finds its files
+    missing before it commits). Removes nothing when the container cannot be opened so, for
+    instance while such a merge holds it."""
     try:
-        with vds_open(path) as ds:
-            used = {s["name"] for s in ds.descriptor().get("slots", [])}
+        ds = vds_open(path, "r+")
     except Exception:
         return
-    folder = os.path.dirname(path)
-    for n in os.listdir(folder):
-        if n.startswith(prefix + ".") and n not in used:
-            try:
-                os.remove(os.path.join(folder, n))
-            except FileNotFoundError:
-                pass
+    try:
+        used = {s["name"] for s in ds.descriptor().get("slots", [])}
+        folder = os.path.dirname(path)
+        for n in os.listdir(folder):
+            if n.startswith(prefix + ".") and n not in used:
+                try:
+                    os.remove(os.path.join(folder, n))
+                except FileNotFoundError:
+                    pass
+    finally:
+        ds.close(commit=False)
