@@ -177,8 +177,7 @@ impl Dataset {
                 let at = ((o * dims[d] + p0) * inner) as usize * esize;
                 buf[at..at + run].copy_from_slice(&fill[at..at + run]);
             }
-            let entry = self.store_prepared(layer, prepare(layer, &coords, &buf, lossless), &buf)?;
-            self.pending.insert(chunk_key(layer, &coords), Some(entry));
+            self.store_chunk(layer, chunk_key(layer, &coords), prepare(layer, &coords, &buf, lossless), &buf)?;
         }
         Ok(())
     }

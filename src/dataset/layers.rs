@@ -236,8 +236,7 @@ impl Dataset {
                     r.ok_or_else(|| Error::new(ErrorKind::Internal, "a level chunk was not computed"))?;
                 let key = chunk_key(base, c);
                 self.unhold(&key);
-                let entry = self.store_prepared(base, prepared, &chunk)?;
-                self.pending.insert(key, Some(entry));
+                self.store_chunk(base, key, prepared, &chunk)?;
                 if let (Some(m), Some(bits)) = (mask, out_mask) {
                     self.write_layer(m, &region, Order::C, &bits)?;
                 }
@@ -370,9 +369,7 @@ impl Dataset {
             |t, prepared| {
                 let key = chunk_key(to, &targets[t]);
                 self.unhold(&key);
-                let entry = self.store_prepared(to, prepared, &buf[t * tbytes..(t + 1) * tbytes])?;
-                self.pending.insert(key, Some(entry));
-                Ok(())
+                self.store_chunk(to, key, prepared, &buf[t * tbytes..(t + 1) * tbytes])
             },
         );
         if result.as_ref().is_err_and(|e| e.kind() == ErrorKind::Io) {

@@ -8,7 +8,7 @@ use super::{quant, Dataset, SlotPolicy, VarRef};
 use crate::array::{as_bytes, block_is_constant, contiguous_runs, copy_block, Element, Order, Region, Span};
 use crate::codec::{self, blocks, blocks::CODEC_BLOCKS};
 use crate::error::{invalid, Error, ErrorKind, Result};
-use crate::index::Entry;
+use crate::index::{Entry, Key};
 use crate::spec::{Codec, Compression, DType, Variable};
 use crate::wire::{self};
 
@@ -156,8 +156,7 @@ impl Dataset {
                 None => {}
                 Some(unheld) => {
                     buf = unheld;
-                    let entry = self.store_prepared(var, prepare(var, coords, &buf, lossless), &buf)?;
-                    self.pending.insert(key, Some(entry));
+                    self.store_chunk(var, key, prepare(var, coords, &buf, lossless), &buf)?;
                 }
             }
             Ok(())
@@ -168,8 +167,7 @@ impl Dataset {
                 for (coords, plan) in &full {
                     fill_chunk(var, &var.fill, &mut buf);
                     gather(var, plan, data, &mut buf);
-                    let entry = self.store_prepared(var, prepare(var, coords, &buf, decoded), &buf)?;
-                    self.pending.insert(chunk_key(var, coords), Some(entry));
+                    self.store_chunk(var, chunk_key(var, coords), prepare(var, coords, &buf, decoded), &buf)?;
                 }
                 return Ok(());
             }
@@ -223,14 +221,21 @@ impl Dataset {
                 Ok((prepared, None))
             },
             |i, (prepared, buf)| {
-                let entry = self.store_prepared(var, prepared, buf.as_deref().unwrap_or(data))?;
+                self.store_chunk(var, chunk_key(var, &full[i].0), prepared, buf.as_deref().unwrap_or(data))?;
                 if let Some(buf) = buf {
                     buffers.give(buf);
                 }
-                self.pending.insert(chunk_key(var, &full[i].0), Some(entry));
                 Ok(())
             },
         )
+    }
+
+    /// Stores a prepared chunk ([`Dataset::store_prepared`]) as the chunk
+    /// `key` of the next commit.
+    pub(super) fn store_chunk(&mut self, var: &Variable, key: Key, prepared: Prepared, source: &[u8]) -> Result<()> {
+        let entry = self.store_prepared(var, prepared, source)?;
+        self.pending.insert(key, Some(entry));
+        Ok(())
     }
 
     /// Writes a prepared chunk's bytes (if any) and returns its index entry.

@@ -69,11 +69,7 @@ impl Dataset {
                 let h = &held[i].1;
                 Ok(prepare(&h.layer, &h.coords, &h.data, h.lossless))
             },
-            |i, prepared| {
-                let entry = self.store_prepared(&held[i].1.layer, prepared, &held[i].1.data)?;
-                self.pending.insert(held[i].0, Some(entry));
-                Ok(())
-            },
+            |i, prepared| self.store_chunk(&held[i].1.layer, held[i].0, prepared, &held[i].1.data),
         );
         // Chunks not stored are lost: the uncommitted changes are incomplete.
         self.poisoned |= result.is_err();
