@@ -255,6 +255,10 @@ fn seal(b: &mut [u8]) {
     put_u32(b, p - TRAILER, crc);
 }
 
+/// A page a walk of the index read or found cached, under its cache key
+/// (offset, CRC, level).
+type Walked = ((u64, u32, u8), Arc<Page>);
+
 /// Reads pages of a committed tree, with a bounded cache of decoded pages.
 pub(crate) struct PageReader {
     pub page_size: u32,
@@ -368,7 +372,7 @@ impl PageReader {
     /// before it is full ([`MAX_CACHED`]): the lookups that follow find every
     /// one of them, and the pages they still read themselves do not empty the
     /// cache under them.
-    fn keep(&self, walked: Vec<((u64, u32, u8), Arc<Page>)>) {
+    fn keep(&self, walked: Vec<Walked>) {
         let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if cache.len() + walked.len() > MAX_CACHED - CACHE_PAGES / 2 {
             cache.clear();
@@ -389,6 +393,12 @@ impl PageReader {
         let mut refs = vec![ChildRef { key: Key { layer: 0, coords: [0; 8] }, offset: root.offset, crc: root.crc }];
         // Each key's page at `level`, as an index into `refs`; None once its path ends.
         let mut at: Vec<Option<usize>> = vec![Some(0); keys.len()];
+        // Each key's nearest page to the right of its path, and that page's
+        // level, as `lookup` keeps it: a key found absent past the end of its
+        // leaf, or below every key of a branch, reads that page's leftmost
+        // path to check bounds, so those paths are fetched too.
+        let mut right: Vec<Option<(ChildRef, u8)>> = vec![None; keys.len()];
+        let mut checks: Vec<(ChildRef, u8)> = Vec::new();
         let mut walked = Vec::new();
         // Pages asked for, read or not (those that fail to decode count too).
         let mut taken = 0;
@@ -401,16 +411,29 @@ impl PageReader {
             let pages = self.level_pages(storage, &refs, level);
             walked.extend(refs.iter().zip(&pages).filter_map(|(r, p)| p.clone().map(|p| ((r.offset, r.crc, level), p))));
             if level == 0 {
+                for ((key, a), r) in keys.iter().zip(&at).zip(&right) {
+                    if let Some(Page::Leaf(entries)) = a.and_then(|i| pages[i].as_deref()) {
+                        if entries.last().is_some_and(|(last, _)| last < key) {
+                            checks.extend(*r);
+                        }
+                    }
+                }
                 break;
             }
             let mut next: Vec<ChildRef> = Vec::new();
             let mut seen: HashMap<(u64, u32), usize> = HashMap::new();
-            for (key, a) in keys.iter().zip(at.iter_mut()) {
+            for ((key, a), r) in keys.iter().zip(at.iter_mut()).zip(right.iter_mut()) {
                 let Some(Page::Branch(children)) = a.and_then(|i| pages[i].as_deref()) else {
                     *a = None;
                     continue;
                 };
                 let i = children.partition_point(|c| c.key <= *key);
+                if let Some(next) = children.get(i) {
+                    *r = Some((*next, level - 1));
+                }
+                if i == 0 {
+                    checks.extend(*r);
+                }
                 *a = i.checked_sub(1).map(|i| {
                     let child = children[i];
                     *seen.entry((child.offset, child.crc)).or_insert_with(|| {
@@ -425,7 +448,41 @@ impl PageReader {
             refs = next;
             level -= 1;
         }
+        self.fetch_leftmost(storage, checks, &mut taken, &mut walked);
         self.keep(walked);
+    }
+
+    /// Reads the leftmost paths down from the pages `starts` (each with its
+    /// level) to their first leaves, all the paths a level at a time,
+    /// adding each page to `walked`, within [`CACHE_PAGES`] pages asked for
+    /// in all (`taken`).
+    fn fetch_leftmost(&self, storage: &dyn Storage, starts: Vec<(ChildRef, u8)>, taken: &mut usize, walked: &mut Vec<Walked>) {
+        let mut frontier = starts;
+        // Each step goes one level down every path, so this ends.
+        while !frontier.is_empty() {
+            let mut levels: Vec<u8> = frontier.iter().map(|&(_, l)| l).collect();
+            levels.sort_unstable_by(|a, b| b.cmp(a));
+            levels.dedup();
+            let mut next = Vec::new();
+            for level in levels {
+                let mut refs: Vec<ChildRef> = frontier.iter().filter(|&&(_, l)| l == level).map(|&(r, _)| r).collect();
+                refs.sort_unstable_by_key(|r| (r.offset, r.crc));
+                refs.dedup_by_key(|r| (r.offset, r.crc));
+                if *taken + refs.len() > CACHE_PAGES {
+                    return;
+                }
+                *taken += refs.len();
+                let pages = self.level_pages(storage, &refs, level);
+                for (r, page) in refs.iter().zip(pages) {
+                    let Some(page) = page else { continue };
+                    if let (Page::Branch(children), Some(below)) = (&*page, level.checked_sub(1)) {
+                        next.push((children[0], below));
+                    }
+                    walked.push(((r.offset, r.crc, level), page));
+                }
+            }
+            frontier = next;
+        }
     }
 
     /// Finds the entry for `key`, reading at most `root.level + 1` pages.

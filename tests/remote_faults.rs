@@ -145,6 +145,41 @@ fn round_trips_to_open_and_to_read_one_chunk() {
     assert!(round_trips <= 20, "a column of 200 chunks: {requests} requests in {round_trips} round trips");
 }
 
+/// A sparse container (every other row of chunks never written): a lookup
+/// that finds its chunk absent past the end of its leaf reads the next leaf
+/// to check the index's bounds, and a region read fetches those leaves with
+/// the others, a level at a time, not one request after another.
+#[test]
+fn a_sparse_region_reads_its_bound_checks_together() {
+    let dir = TempDir::new("sparse");
+    let path = dir.0.join("s.vds");
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("y", 1600))
+        .axis(Axis::new("x", 4000))
+        .variable(VariableBuilder::new("v", DType::Int8, &["y", "x"]).chunk(&[4, 4]))
+        .create(&path)
+        .unwrap();
+    let row: Vec<i8> = (0..4 * 4000u64).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as i8 | 1).collect();
+    for r in (0..1600).step_by(8) {
+        ds.write("v", &Region::new(&[r, 0], &[4, 4000]).unwrap(), Order::C, &row).unwrap();
+    }
+    ds.close().unwrap();
+    let server = FaultServer::start();
+    server.put("s.vds", std::fs::read(&path).unwrap());
+    let storage = Arc::new(RemoteStorage::open(&server.url("s.vds")).unwrap());
+    let ds = vds::remote::open_storage(&storage, &vds::OpenOptions::new()).unwrap();
+    let local = Dataset::open(&path).unwrap();
+    // A column across 400 rows of chunks: 200 written, 200 never written.
+    let region = Region::new(&[0, 2400], &[1600, 4]).unwrap();
+    let before = storage.stats();
+    let got: Vec<i8> = ds.read_vec("v", &region, Order::C).unwrap();
+    let after = storage.stats();
+    assert!(got == local.read_vec::<i8>("v", &region, Order::C).unwrap(), "values differ from the local read");
+    let (requests, round_trips) = (after.requests - before.requests, after.round_trips - before.round_trips);
+    eprintln!("sparse column of 400 chunks: {requests} requests in {round_trips} round trips");
+    assert!(round_trips <= 40, "a sparse column of 400 chunks: {requests} requests in {round_trips} round trips");
+}
+
 /// A region read announces its chunks, which are fetched together:
 /// reading all 64 chunks of a container takes a few requests, not 64.
 #[test]
