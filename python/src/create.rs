@@ -1,13 +1,14 @@
 //! `create(path, spec)`: a new container from a JSON description.
 //!
-//! The Python layer (`vds.create`) turns its keyword arguments into one JSON
-//! document; it is checked here field by field (unknown fields are refused,
+//! The Python layer (`vds.create`) turns its keyword arguments into one
+//! description of JSON values (a dict); it is checked here field by field (unknown fields are refused,
 //! so a misspelt option is an error, not silently ignored) and handed to
 //! `DatasetBuilder`, which checks everything else.
 
 use crate::dataset::Dataset;
 use crate::errors::{invalid, lib};
 use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use vds::{Axis, Codec, DType, DatasetBuilder, Durability, Layout, LodMethod, Scalar, VariableBuilder};
@@ -212,12 +213,59 @@ fn variable(py: Python<'_>, v: &VariableSpec) -> PyResult<VariableBuilder> {
     Ok(b)
 }
 
-/// create(path, spec_json) -> Dataset
+/// How deep the description of a container may nest (attributes included):
+/// a list that holds itself must end in an error, not in a stack overflow.
+const MAX_DEPTH: usize = 64;
+
+/// The JSON value of a description made of dicts with string keys, lists,
+/// tuples, strings, integers, finite floats, booleans and None. Converting
+/// here, rather than through `json.dumps` and back, keeps the creation of a
+/// small file's container cheap.
+fn json_value(py: Python<'_>, obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
+    if depth > MAX_DEPTH {
+        return Err(invalid(py, format!("create: the description nests more than {MAX_DEPTH} levels deep")));
+    }
+    if obj.is_none() {
+        Ok(Value::Null)
+    } else if let Ok(b) = obj.cast::<PyBool>() {
+        Ok(Value::Bool(b.is_true()))
+    } else if let Ok(i) = obj.cast::<PyInt>() {
+        match i.extract::<i64>() {
+            Ok(n) => Ok(Value::from(n)),
+            Err(_) => i.extract::<u64>().map(Value::from).map_err(|_| invalid(py, format!("create: the integer {i} is out of range"))),
+        }
+    } else if let Ok(f) = obj.cast::<PyFloat>() {
+        let x = f.value();
+        serde_json::Number::from_f64(x).map(Value::Number).ok_or_else(|| invalid(py, format!("create: {x} is not a finite number")))
+    } else if let Ok(s) = obj.cast::<PyString>() {
+        Ok(Value::String(s.to_cow()?.into_owned()))
+    } else if let Ok(d) = obj.cast::<PyDict>() {
+        let mut map = Map::new();
+        for (k, v) in d.iter() {
+            let Ok(key) = k.cast::<PyString>() else {
+                return Err(invalid(py, format!("create: a key of the description is {}, not a string", k.get_type().name()?)));
+            };
+            map.insert(key.to_cow()?.into_owned(), json_value(py, &v, depth + 1)?);
+        }
+        Ok(Value::Object(map))
+    } else if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+        obj.try_iter()?.map(|item| json_value(py, &item?, depth + 1)).collect::<PyResult<Vec<_>>>().map(Value::Array)
+    } else {
+        Err(invalid(py, format!("create: a value of type {} in the description, where a JSON value belongs", obj.get_type().name()?)))
+    }
+}
+
+/// create(path, spec) -> Dataset
 ///
-/// Creates a container from a JSON description (see `vds.create`).
+/// Creates a container from its description (see `vds.create`): a dict, or
+/// its JSON text.
 #[pyfunction]
-pub(crate) fn create(py: Python<'_>, path: std::path::PathBuf, spec_json: &str) -> PyResult<Dataset> {
-    let spec: Spec = serde_json::from_str(spec_json).map_err(|e| invalid(py, format!("create: {e}")))?;
+pub(crate) fn create(py: Python<'_>, path: std::path::PathBuf, spec: &Bound<'_, PyAny>) -> PyResult<Dataset> {
+    let spec: Spec = match spec.cast::<PyString>() {
+        Ok(text) => serde_json::from_str(&text.to_cow()?),
+        Err(_) => serde_json::from_value(json_value(py, spec, 0)?),
+    }
+    .map_err(|e| invalid(py, format!("create: {e}")))?;
     let mut b = DatasetBuilder::new();
     for a in &spec.axes {
         let mut axis = Axis::new(&a.name, a.samples).unit(&a.unit);

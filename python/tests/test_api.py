@@ -520,6 +520,27 @@ def test_default_blocks_in_large_compressed_chunks(tmp_path, rng):
         assert not (tmp_path / "bad.vds").exists()
 
 
+def test_create_refuses_what_json_cannot_hold(tmp_path):
+    """The description of a new container holds JSON values: anything else, a coordinate that is not
+    finite or an integer beyond 64 bits is an InvalidArgumentError naming it, and no file is made.
+    NumPy scalars are numbers."""
+    var = {"v": {"dtype": "int8", "dims": ["x"]}}
+    for axis, message in [({"name": "x", "size": 4, "unit": object()}, "a value of type object"),
+                          ({"name": "x", "size": 4, "first": float("nan")}, "NaN is not a finite number"),
+                          ({"name": "x", "size": 4, "last": float("inf")}, "inf is not a finite number"),
+                          ({"name": "x", "size": 2**70}, "out of range")]:
+        with pytest.raises(vds.InvalidArgumentError, match=message):
+            vds.create(tmp_path / "bad.vds", [axis], var)
+        assert not (tmp_path / "bad.vds").exists()
+    with vds.create(tmp_path / "np.vds", [{"name": "x", "size": np.int64(4), "first": np.float32(0.5), "last": np.float64(2),
+                                          "max_size": np.uint16(8)}], var) as ds:
+        ds["v"][...] = np.arange(4, dtype=np.int8)
+    with vds.open(tmp_path / "np.vds") as ds:
+        x = ds["v"].axes["x"]
+        assert (x.size, x.first, x.last, x.growable) == (4, 0.5, 2.0, True)
+        np.testing.assert_array_equal(ds["v"][...], np.arange(4, dtype=np.int8))
+
+
 def test_layout_compact_or_aligned(tmp_path, rng):
     """``layout`` chooses the container's layout: a small file is a few hundred bytes in the compact one
     (the default for it) and 4 KiB-aligned in the other; both read back the same values; large variables

@@ -170,9 +170,9 @@ def _axis_spec(a):
         raise InvalidArgumentError(f"axis {a.get('name')!r}: unknown keys {sorted(set(a) - _AXIS_KEYS)} (known: {sorted(_AXIS_KEYS)})")
     # Only what was given: the extension's defaults are the library's.
     out = {"name": a["name"], "samples": int(a["size"])}
-    for key, to in (("unit", "unit"), ("first", "first"), ("last", "last"), ("max_size", "max_samples")):
+    for key, to, kind in (("unit", "unit", str), ("first", "first", float), ("last", "last", float), ("max_size", "max_samples", int)):
         if a.get(key) is not None:
-            out[to] = a[key]
+            out[to] = a[key] if kind is str else kind(a[key])  # NumPy scalars too
     if a.get("growable") or a.get("max_size") is not None:
         out["growable"] = True
     return out
@@ -189,7 +189,7 @@ def _dtype_name(d):
         return _DTYPE_NAMES[d]
     except (KeyError, TypeError):  # TypeError: an unhashable dtype-like
         name = np.dtype(d).name
-        if isinstance(d, (str, type)) and len(_DTYPE_NAMES) < 256:
+        if isinstance(d, (str, type, np.dtype)) and len(_DTYPE_NAMES) < 256:
             _DTYPE_NAMES[d] = name
         return name
 
@@ -339,7 +339,7 @@ def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping
     slots = list(slots)
     if slots:
         spec["slots"] = slots
-    core = _vds.create(os.fspath(path), json.dumps(spec))
+    core = _vds.create(os.fspath(path), spec)
     if memory_limit is not None:
         core.set_memory_limit(memory_limit)
     if cache_size is not None:
