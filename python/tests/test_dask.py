@@ -136,3 +136,41 @@ def test_a_failure_after_the_merge_keeps_the_merged_fragments(tmp_path, rng, mon
         assert ds.commit_sequence == 2 and ds.verify()["ok"]
         np.testing.assert_array_equal(ds["data"][...], ref)
         assert len(ds.descriptor()["slots"]) == 4
+
+
+def test_a_rerun_merge_after_fold_finds_its_work_done(tmp_path, rng):
+    """The merge task runs again when its worker is lost after it committed. With fold=True the first
+    run folded the fragments into the container and removed them (or some of them, if it died while
+    removing): the rerun reports them merged and folded before, removes what is left, and the container
+    reads whole. Before any merge, a missing fragment is still an error, and the container stays at
+    its creating commit."""
+    from vds.dask import _merge, _write_block
+
+    ref = rng.standard_normal((32, 16)).astype(np.float32)
+    for leave_one in (False, True):
+        path = os.path.join(tmp_path, f"r{int(leave_one)}.vds")
+        vds.create(path, [("a", 32), ("b", 16)], {"data": {"dtype": "float32", "dims": ["a", "b"], "chunks": [8, 16]}}).close()
+        prefix = f"{os.path.basename(path)}.store"
+        names = [_write_block(ref[i:i + 8], path, "data", (i, 0), prefix) for i in range(0, 32, 8)]
+        kept = os.path.join(tmp_path, "kept-" + names[-1])
+        if leave_one:
+            os.link(os.path.join(tmp_path, names[-1]), kept)  # as if the first run died before removing it
+        first = _merge(path, names, prefix, True)
+        assert sorted(first["merged"]) == sorted(names) and first["chunks"] == 4
+        if leave_one:
+            os.rename(kept, os.path.join(tmp_path, names[-1]))
+        again = _merge(path, names, prefix, True)
+        assert again["merged"] == [] and [r for _, r in again["skipped"]] == ["merged and folded before"] * 4
+        assert not [n for n in os.listdir(tmp_path) if n.startswith(prefix)]
+        with vds.open(path) as ds:
+            assert ds.commit_sequence == 2 and not ds.descriptor().get("slots") and ds.verify()["ok"]
+            np.testing.assert_array_equal(ds["data"][...], ref)
+
+    path = os.path.join(tmp_path, "lost.vds")
+    vds.create(path, [("a", 32)], {"data": {"dtype": "float32", "dims": ["a"], "chunks": [8]}}).close()
+    names = [_write_block(ref[i:i + 8, 0], path, "data", (i,), "lost.vds.store") for i in range(0, 32, 8)]
+    os.remove(os.path.join(tmp_path, names[0]))
+    with pytest.raises(vds.NotFoundError, match=names[0]):
+        _merge(path, names, "lost.vds.store", True)
+    with vds.open(path) as ds:
+        assert ds.commit_sequence == 1

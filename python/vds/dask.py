@@ -10,7 +10,9 @@ workers), then adopts all of them in one atomic merge. A worker that dies
 mid-write leaves an unsealed fragment that no merge adopts; until the merge
 the container stays at its previous commit. The merge removes the fragments
 of failed attempts; a store that fails as a whole removes the fragments its
-tasks left.
+tasks left. The merge task may run again (its worker lost after it
+committed): it then finds its fragments merged, or merged and folded, and
+succeeds without merging anything twice.
 """
 
 import os
@@ -95,9 +97,14 @@ def _merge(path, names, prefix, fold):
     """Adopts the fragments ``names`` in one commit (the last task of :func:`store`), then
     removes the fragments of failed attempts (a killed worker's), which no merge adopts."""
     with vds_open(path, "r+") as ds:
-        report = ds.merge_fragments(names)
+        if fold and _folded_before(ds, path, names, prefix):
+            # A rerun after an attempt that merged, folded and began removing the fragments.
+            report = {"merged": [], "skipped": [(n, "merged and folded before") for n in names], "chunks": 0}
+            fold = False
+        else:
+            report = ds.merge_fragments(names)
         # A rerun of this task (its worker lost after the commit) finds them merged already.
-        missing = [(n, r) for n, r in report["skipped"] if not r.startswith("merged before")]
+        missing = [(n, r) for n, r in report["skipped"] if not r.startswith("merged ")]
         if missing:
             reasons = "; ".join(f"{n}: {r}" for n, r in missing)
             raise RuntimeError(f"fragments not merged: {reasons}")
@@ -105,6 +112,17 @@ def _merge(path, names, prefix, fold):
             ds.compact("fold")
     _remove_unadopted(path, prefix)
     return report
+
+
+def _folded_before(ds, path, names, prefix):
+    """Whether an earlier run of the merge task committed ``names`` and folded them: some of
+    the files are gone, yet the container (which :func:`store` created, its commit 1, and only
+    the merge commits to) is past its creating commit and lists no slot of this store. A file
+    missing before any merge stays an error: the merge reports it."""
+    folder = os.path.dirname(path)
+    if all(os.path.exists(os.path.join(folder, n)) for n in names) or ds.commit_sequence < 2:
+        return False
+    return not any(s["name"].startswith(prefix + ".") for s in ds.descriptor().get("slots", []))
 
 
 def _remove_unadopted(path, prefix):
