@@ -1,9 +1,10 @@
 //! `create(path, spec)`: a new container from a JSON description.
 //!
 //! The Python layer (`vds.create`) turns its keyword arguments into one
-//! description of JSON values (a dict); it is checked here field by field (unknown fields are refused,
-//! so a misspelt option is an error, not silently ignored) and handed to
-//! `DatasetBuilder`, which checks everything else.
+//! description of JSON values (a dict), converted here without a detour
+//! through JSON text; it is checked field by field (unknown fields are
+//! refused, so a misspelt option is an error, not silently ignored) and
+//! handed to `DatasetBuilder`, which checks everything else.
 
 use crate::dataset::Dataset;
 use crate::errors::{invalid, lib};
@@ -218,7 +219,8 @@ fn variable(py: Python<'_>, v: &VariableSpec) -> PyResult<VariableBuilder> {
 const MAX_DEPTH: usize = 64;
 
 /// The JSON value of a description made of dicts with string keys, lists,
-/// tuples, strings, integers, finite floats, booleans and None. Converting
+/// tuples, strings, integers, finite floats, booleans, None and NumPy
+/// scalars. Converting
 /// here, rather than through `json.dumps` and back, keeps the creation of a
 /// small file's container cheap.
 fn json_value(py: Python<'_>, obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
@@ -250,6 +252,9 @@ fn json_value(py: Python<'_>, obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<
         Ok(Value::Object(map))
     } else if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
         obj.try_iter()?.map(|item| json_value(py, &item?, depth + 1)).collect::<PyResult<Vec<_>>>().map(Value::Array)
+    } else if obj.is_instance(&py.import("numpy")?.getattr("generic")?)? {
+        // A NumPy scalar (np.float32(0.5), np.int16(3), np.bool_(True)): its Python value.
+        json_value(py, &obj.call_method0("item")?, depth + 1)
     } else {
         Err(invalid(py, format!("create: a value of type {} in the description, where a JSON value belongs", obj.get_type().name()?)))
     }

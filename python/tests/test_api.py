@@ -532,13 +532,15 @@ def test_create_refuses_what_json_cannot_hold(tmp_path):
         with pytest.raises(vds.InvalidArgumentError, match=message):
             vds.create(tmp_path / "bad.vds", [axis], var)
         assert not (tmp_path / "bad.vds").exists()
+    quantized = {"dtype": "float32", "dims": ["x"], "quantization": {"storage": "uint8", "min": np.float32(-1), "max": np.int16(1)}}
     with vds.create(tmp_path / "np.vds", [{"name": "x", "size": np.int64(4), "first": np.float32(0.5), "last": np.float64(2),
-                                          "max_size": np.uint16(8)}], var) as ds:
+                                          "max_size": np.uint16(8)}], dict(var, q=quantized)) as ds:
         ds["v"][...] = np.arange(4, dtype=np.int8)
     with vds.open(tmp_path / "np.vds") as ds:
         x = ds["v"].axes["x"]
         assert (x.size, x.first, x.last, x.growable) == (4, 0.5, 2.0, True)
         np.testing.assert_array_equal(ds["v"][...], np.arange(4, dtype=np.int8))
+        assert ds["q"].quantization == {"storage": "uint8", "min": -1.0, "max": 1.0}
 
 
 def test_layout_compact_or_aligned(tmp_path, rng):
