@@ -17,7 +17,7 @@ use super::Dataset;
 use crate::array::{Order, Region};
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::{Entry, Key};
-use crate::spec::{Variable, MASK_LAYER};
+use crate::spec::{Compression, DType, Variable, MASK_LAYER};
 use std::collections::BTreeSet;
 
 impl Dataset {
@@ -99,8 +99,11 @@ impl Dataset {
         let mut got = Vec::new();
         self.reserve(&mut got, want.len(), what)?;
         self.read_layer(layer, region, Order::C, &mut got)?;
-        if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
-            let element = i / layer.esize().max(1);
+        let first = match lossy_slack(layer) {
+            None => got.iter().zip(want).position(|(a, b)| a != b).map(|i| i / layer.esize().max(1)),
+            Some(slack) => first_beyond(layer.dtype, &got, want, slack),
+        };
+        if let Some(element) = first {
             let at: Vec<u64> = {
                 let mut rest = element as u64;
                 let mut idx = vec![0; region.ndim()];
@@ -116,6 +119,36 @@ impl Dataset {
             ));
         }
         Ok(())
+    }
+}
+
+/// How far a value of a lossy layer may lie from what the layer it is
+/// computed from implies: a bounded layer (SPEC.md 6.6) and that layer were
+/// each stored within the codec's tolerance of the values they were given,
+/// so twice the tolerance. None: the layer is lossless and must match bit
+/// for bit.
+fn lossy_slack(layer: &Variable) -> Option<f64> {
+    match layer.codec.compression {
+        Compression::Bounded { tolerance, .. } if matches!(layer.dtype, DType::Float32 | DType::Float64) => Some(2.0 * tolerance),
+        _ => None,
+    }
+}
+
+/// The first element of `got` (float32 or float64 values in memory order)
+/// farther than `slack` from `want`'s, beyond the rounding of the average
+/// that computed it. Equal bits, and NaN against NaN, agree.
+// The memory form is native-endian: elements are read as such.
+#[allow(clippy::host_endian_bytes)]
+fn first_beyond(dtype: DType, got: &[u8], want: &[u8], slack: f64) -> Option<usize> {
+    let close = |a: f64, b: f64, eps: f64| {
+        a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()) || (a - b).abs() <= slack + 4.0 * eps * a.abs().max(b.abs())
+    };
+    if dtype == DType::Float32 {
+        let f = |c: &[u8]| f64::from(f32::from_ne_bytes([c[0], c[1], c[2], c[3]]));
+        got.chunks_exact(4).zip(want.chunks_exact(4)).position(|(a, b)| !close(f(a), f(b), f64::from(f32::EPSILON)))
+    } else {
+        let f = |c: &[u8]| f64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        got.chunks_exact(8).zip(want.chunks_exact(8)).position(|(a, b)| !close(f(a), f(b), f64::EPSILON))
     }
 }
 
@@ -169,6 +202,61 @@ mod tests {
         assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
         let text = report.problems[0].to_string();
         assert!(text.contains("partitioning 1") && text.contains("chunk [0, 0, 5]") && text.contains("[0, 0, 5]"), "{text}");
+    }
+
+    /// A bounded variable's levels of detail and tiles are stored lossily
+    /// too (SPEC.md 6.6): they agree with level 0 within the codec's bound,
+    /// not bit for bit, and pass; a value beyond it is still reported.
+    #[cfg(feature = "zstd")]
+    #[test]
+    fn lossy_layers_pass_within_their_bound() {
+        use crate::Codec;
+        let tolerance = 0.01;
+        let mut ds = DatasetBuilder::new()
+            .axis(Axis::new("x", 32))
+            .axis(Axis::new("y", 32))
+            .axis(Axis::new("z", 32))
+            .variable(
+                VariableBuilder::new("v", DType::Float32, &["x", "y", "z"])
+                    .chunk(&[16, 16, 16])
+                    .codec(Codec::bounded(tolerance))
+                    .partitioning(&[32, 32, 1])
+                    .levels_of_detail(3, &["x", "y", "z"], LodMethod::Average),
+            )
+            .create_in(Arc::new(MemoryStorage::new()))
+            .unwrap();
+        let data: Vec<f32> = (0..32 * 32 * 32).map(|i| ((i as f32) * 0.37).sin() * 3.0).collect();
+        ds.write("v", &Region::full(&[32, 32, 32]).unwrap(), Order::C, &data).unwrap();
+        ds.commit().unwrap();
+        let lod1 = ds.vars[0].layer(1, 0).unwrap().clone();
+        let mut lossy = vec![0f32; 16 * 16 * 16];
+        ds.read_layer(&lod1, &Region::full(&[16, 16, 16]).unwrap(), Order::C, crate::array::as_bytes_mut(&mut lossy)).unwrap();
+        // The exact averages of each 2x2x2 box of what was written: level 1 is within twice the bound of them, not equal.
+        let at = |x: usize, y: usize, z: usize| f64::from(data[(x * 32 + y) * 32 + z]);
+        let mut off = 0.0f64;
+        for (i, &v) in lossy.iter().enumerate() {
+            let (x, y, z) = (2 * (i / 256), 2 * (i / 16 % 16), 2 * (i % 16));
+            let mean = (0..8).map(|k| at(x + (k >> 2), y + (k >> 1 & 1), z + (k & 1))).sum::<f64>() / 8.0;
+            off = off.max((f64::from(v) - mean).abs());
+        }
+        assert!(off > 0.0 && off <= 2.0 * tolerance + 1e-6, "level 1 lies {off} from the exact averages");
+        let report = ds.verify_full().unwrap();
+        assert!(report.is_ok(), "{:?}", report.problems);
+
+        ds.write_layer(
+            &lod1,
+            &Region::new(&[3, 4, 5], &[1, 1, 1]).unwrap(),
+            Order::C,
+            crate::array::as_bytes(&[lossy[3 * 256 + 4 * 16 + 5] + 0.05]),
+        )
+        .unwrap();
+        ds.commit().unwrap();
+        let report = ds.verify_full().unwrap();
+        assert!(
+            report.problems.iter().any(|e| e.to_string().contains("level of detail 1") && e.to_string().contains("[3, 4, 5]")),
+            "{:?}",
+            report.problems
+        );
     }
 
     #[test]
