@@ -560,16 +560,15 @@ impl Dataset {
         })
     }
 
-    /// set_attribute(var, key, value_json) -> None
+    /// set_attribute(var, key, value, remove) -> None
     ///
-    /// Sets (or, with `value_json` None, removes) an attribute of the
-    /// dataset (`var` None) or of a variable; committed with the data.
-    #[pyo3(signature = (var, key, value_json))]
-    fn set_attribute(&self, py: Python<'_>, var: Option<usize>, key: &str, value_json: Option<&str>) -> PyResult<()> {
-        let value = match value_json {
-            None => None,
-            Some(t) => Some(serde_json::from_str(t).map_err(|e| invalid(py, format!("attribute {key:?}: {e}")))?),
-        };
+    /// Sets `key` to `value` (a JSON value: dicts, lists, strings, numbers,
+    /// NumPy scalars and arrays), or with `remove` removes it, as an
+    /// attribute of the dataset (`var` None) or of a variable; committed
+    /// with the data.
+    #[pyo3(signature = (var, key, value, remove))]
+    fn set_attribute(&self, py: Python<'_>, var: Option<usize>, key: &str, value: &Bound<'_, PyAny>, remove: bool) -> PyResult<()> {
+        let value = if remove { None } else { Some(crate::create::to_json(py, value, &format!("attribute {key:?}"))?) };
         self.with_mut(py, |d| {
             match var {
                 None => d.set_attribute(key, value)?,

@@ -532,6 +532,57 @@ def test_create_refuses_what_json_cannot_hold(tmp_path):
         with pytest.raises(vds.InvalidArgumentError, match=message):
             vds.create(tmp_path / "bad.vds", [axis], var)
         assert not (tmp_path / "bad.vds").exists()
+    # A few lists holding each other twice over stand for 2**30 values: refused before they are all built.
+    # A list subclass is read by index, not through its __iter__ (here an endless one).
+    dag = []
+    for _ in range(30):
+        dag = [dag, dag]
+
+    class Endless(list):
+        def __iter__(self):
+            return itertools.repeat(0)
+
+    for axis, message in [({"name": "x", "size": 4, "unit": dag}, "more than 2097152 values"),
+                          ({"name": "x", "size": 4, "unit": Endless()}, "expected a string"),
+                          ({"name": "\ud800", "size": 4}, "lone surrogate"),
+                          ({"name": "x", "size": 10.9}, "must be an integer, not 10.9"),
+                          ({"name": "x", "size": "7"}, "must be an integer"),
+                          ({"name": "x", "size": None}, "must be an integer"),
+                          ({"name": "x", "size": 4, "first": "0"}, "must be a number"),
+                          ({"name": "x"}, "needs a name and a size")]:
+        with pytest.raises(vds.InvalidArgumentError, match=message):
+            vds.create(tmp_path / "bad.vds", [axis], var)
+        assert not (tmp_path / "bad.vds").exists()
+    for kwargs, message in [({"slots": "abc"}, "slots is a sequence of names"), ({"attrs": {"a": dag}}, "more than 2097152 values"),
+                            ({"memory_limit": -1}, "memory_limit is a number of bytes")]:
+        with pytest.raises(vds.InvalidArgumentError, match=message):
+            vds.create(tmp_path / "bad.vds", [("x", 4)], var, **kwargs)
+        assert not (tmp_path / "bad.vds").exists()
+    deep = 1
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(vds.InvalidArgumentError, match="nests more than 128 levels deep"):
+        vds.create(tmp_path / "bad.vds", [("x", 4)], var, {"a": deep})
+    with pytest.raises(vds.InvalidArgumentError, match="sequence of names"):
+        vds.create(tmp_path / "bad.vds", [("x", 4), ("y", 4)], {"v": {"dtype": "int8", "dims": ["x", "y"], "lods": 2, "lod_axes": "xy"}})
+    # A long double is a float64 fill value.
+    with vds.create(tmp_path / "ld.vds", [("x", 4)], {"v": {"dtype": "float64", "dims": ["x"], "fill_value": np.longdouble(1.5)}}) as ds:
+        assert ds["v"].fill_value == 1.5
+        with pytest.raises(vds.InvalidArgumentError, match="lone surrogate"):
+            ds.attrs["\ud800"] = 1
+        with pytest.raises(vds.InvalidArgumentError, match='attribute "a": holds more than 2097152 values'):
+            ds.attrs["a"] = dag
+        with pytest.raises(vds.InvalidArgumentError, match="an array of 3000000 values"):
+            ds.attrs["a"] = np.zeros(3_000_000)
+        with pytest.raises(vds.InvalidArgumentError, match='attribute "a": NaN is not a finite number'):
+            ds["v"].attrs["a"] = {"range": [np.float32("nan"), 1]}
+        ds.attrs["a"] = {"range": np.array([[1, 2], [3, 4]], np.int16), "scale": np.float32(0.5), "on": np.bool_(True)}
+        assert ds.attrs["a"] == {"range": [[1, 2], [3, 4]], "scale": 0.5, "on": True}
+    with pytest.raises(vds.InvalidArgumentError, match="cache_size"):
+        vds.open(tmp_path / "ld.vds", cache_size=2**64)
+    with vds.open(os.fsencode(tmp_path / "ld.vds")) as ds:  # a path given as bytes
+        np.testing.assert_array_equal(ds["v"][...], np.full(4, 1.5))
+
     quantized = {"dtype": "float32", "dims": ["x"], "quantization": {"storage": "uint8", "min": np.float32(-1), "max": np.int16(1)}}
     with vds.create(tmp_path / "np.vds", [{"name": "x", "size": np.int64(4), "first": np.float32(0.5), "last": np.float64(2),
                                           "max_size": np.uint16(8)}], dict(var, q=quantized)) as ds:

@@ -174,3 +174,16 @@ def test_a_rerun_merge_after_fold_finds_its_work_done(tmp_path, rng):
         _merge(path, names, "lost.vds.store", True)
     with vds.open(path) as ds:
         assert ds.commit_sequence == 1
+
+
+def test_store_refuses_unknown_chunk_sizes(tmp_path):
+    """A Dask array whose chunk sizes are unknown (after boolean indexing) cannot be laid out in
+    chunks: the store says so before it creates anything."""
+    x = da.arange(10, chunks=5)
+    y = x[x > 3]
+    with pytest.raises(vds.InvalidArgumentError, match="compute_chunk_sizes"):
+        vds.dask.store(y, tmp_path / "u.vds")
+    assert not (tmp_path / "u.vds").exists()
+    vds.dask.store(y.compute_chunk_sizes(), tmp_path / "u.vds")
+    with vds.open(tmp_path / "u.vds") as ds:
+        np.testing.assert_array_equal(ds["data"][...], np.arange(4, 10))

@@ -149,3 +149,24 @@ def test_from_xarray_refuses_what_it_cannot_store(tmp_path):
     x = xr.Dataset({"s": ("n", np.array(["a", "b"]))})
     with pytest.raises(TypeError, match="'s'"):
         vds.from_xarray(x, tmp_path / "bad.vds")
+    # Refusals are the package's own errors (still TypeError and ValueError), naming what is wrong.
+    with pytest.raises(vds.TypeMismatchError, match="complex128"):
+        vds.from_xarray(xr.Dataset({"c": ("n", np.ones(2, np.complex128))}), tmp_path / "bad.vds")
+    with pytest.raises(vds.InvalidArgumentError, match="scalar"):
+        vds.from_xarray(xr.Dataset({"z": ((), 1.0), "v": ("n", np.ones(2))}), tmp_path / "bad.vds")
+    with pytest.raises(vds.InvalidArgumentError, match="chunks is a dict"):
+        vds.from_xarray(xr.Dataset({"v": ("n", np.ones(2))}), tmp_path / "bad.vds", chunks="auto")
+    assert not (tmp_path / "bad.vds").exists()
+
+
+def test_from_xarray_keeps_a_coordinate_of_two_dimensions_named_like_one(tmp_path, rng):
+    """xarray lets a coordinate of two dimensions take the name of one of them: it is kept as a
+    variable, its axis gets the default coordinates, and both read back."""
+    grid = rng.standard_normal((2, 3))
+    values = rng.standard_normal((2, 3)).astype(np.float32)
+    x = xr.Dataset({"v": (("x", "y"), values)}, coords={"x": (("x", "y"), grid)})
+    vds.from_xarray(x, tmp_path / "c.vds")
+    with vds.open(tmp_path / "c.vds") as ds:
+        np.testing.assert_array_equal(ds["x"][...], grid)
+        np.testing.assert_array_equal(ds["v"][...], values)
+        assert ds["v"].axes["x"].size == 2

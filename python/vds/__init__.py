@@ -22,7 +22,6 @@ threads read one dataset in parallel.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from typing import Any, Mapping, Sequence, cast
@@ -30,7 +29,7 @@ from typing import Any, Mapping, Sequence, cast
 import numpy as np
 
 from . import _vds, errors
-from ._dataset import DEFAULT_MEMORY_LIMIT, Attributes, Axis, Dataset, Variable, _json
+from ._dataset import DEFAULT_MEMORY_LIMIT, Attributes, Axis, Dataset, Variable
 from ._openvds import from_openvds, to_openvds
 from ._segy import from_segy, to_segy
 from .errors import (
@@ -86,9 +85,39 @@ def open(path: str | os.PathLike[str], mode: str = "r", *, sync: bool = True, me
     write = _MODES.get(mode)
     if write is None:
         raise InvalidArgumentError(f"mode must be 'r' or 'r+', not {mode!r} (vds.create makes a new file)")
-    path = os.fspath(path)
-    core = _vds.open(path, write, sync, memory_limit, cache_size, allow_external_paths)
+    path = os.fsdecode(path)
+    core = _vds.open(path, write, sync, _size(memory_limit, "memory_limit"), _size(cache_size, "cache_size"), allow_external_paths)
     return Dataset(core, path, mode, (sync, memory_limit, cache_size, allow_external_paths))
+
+
+def _size(value, what):
+    """A size in bytes given as an option: None, or an integer from 0 to 2**64 - 1."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 <= value < 2**64:
+        raise InvalidArgumentError(f"{what} is a number of bytes from 0 to 2**64 - 1, not {value!r}")
+    return int(value)
+
+
+def _count(value, what):
+    """A whole number given for a size or an extent (NumPy integers too; not a float, a string or a bool)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise InvalidArgumentError(f"{what} must be an integer, not {value!r}")
+    return int(value)
+
+
+def _number(value, what):
+    """A coordinate: an int or float, NumPy's too (not a string or a bool), as a float."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InvalidArgumentError(f"{what} must be a number, not {value!r}")
+    return float(value)
+
+
+def _names(value, what):
+    """A sequence of names as a list; a single string is refused rather than split into letters."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise InvalidArgumentError(f"{what} is a sequence of names, not {value!r}")
+    return list(value)
 
 
 def fragment(path: str | os.PathLike[str], name: str) -> Dataset:
@@ -100,7 +129,7 @@ def fragment(path: str | os.PathLike[str], name: str) -> Dataset:
     :meth:`Dataset.merge_fragments` adopts them all atomically. Give each
     writer whole chunks: fragments holding the same chunk are refused.
     """
-    core = _vds.create_fragment(os.fspath(path), name)
+    core = _vds.create_fragment(os.fsdecode(path), name)
     return Dataset(core, path, "fragment", (True, None, None, False))
 
 
@@ -127,7 +156,7 @@ def recover(path: str | os.PathLike[str]) -> tuple[int | None, int]:
     Returns ``(damaged, commit)``: the damaged commit's number (None when the
     newest commit was intact and nothing was written) and the commit the file shows.
     """
-    return _vds.recover(os.fspath(path))
+    return _vds.recover(os.fsdecode(path))
 
 
 def publish(path: str | os.PathLike[str], url: str) -> int:
@@ -142,7 +171,7 @@ def publish(path: str | os.PathLike[str], url: str) -> int:
     credentials come from the standard ``AWS_*`` variables, as for
     :func:`open`.
     """
-    return _vds.publish(os.fspath(path), url)
+    return _vds.publish(os.fsdecode(path), url)
 
 
 def _scalar(x):
@@ -168,11 +197,17 @@ def _axis_spec(a):
         raise InvalidArgumentError(f"an axis is (name, size) or a dict; got {a!r}")
     if not _AXIS_KEYS.issuperset(a):
         raise InvalidArgumentError(f"axis {a.get('name')!r}: unknown keys {sorted(set(a) - _AXIS_KEYS)} (known: {sorted(_AXIS_KEYS)})")
+    if "name" not in a or "size" not in a:
+        raise InvalidArgumentError(f"an axis needs a name and a size; got {a!r}")
     # Only what was given: the extension's defaults are the library's.
-    out = {"name": a["name"], "samples": int(a["size"])}
-    for key, to, kind in (("unit", "unit", str), ("first", "first", float), ("last", "last", float), ("max_size", "max_samples", int)):
+    out = {"name": a["name"], "samples": _count(a["size"], f"the size of axis {a['name']!r}")}
+    if a.get("unit") is not None:
+        out["unit"] = a["unit"]
+    for key in ("first", "last"):
         if a.get(key) is not None:
-            out[to] = a[key] if kind is str else kind(a[key])  # NumPy scalars too
+            out[key] = _number(a[key], f"{key} of axis {a['name']!r}")
+    if a.get("max_size") is not None:
+        out["max_samples"] = _count(a["max_size"], f"max_size of axis {a['name']!r}")
     if a.get("growable") or a.get("max_size") is not None:
         out["growable"] = True
     return out
@@ -226,10 +261,10 @@ def _variable_spec(name, v):
     if not _VAR_KEYS.issuperset(v):
         raise InvalidArgumentError(f"variable {name!r}: unknown keys {sorted(set(v) - _VAR_KEYS)} (known: {sorted(_VAR_KEYS)})")
     # Only what was given (a key given as None is not given): the extension's defaults are the library's.
-    out = {"name": name, "dtype": _dtype_name(v["dtype"]), "axes": list(v["dims"])}
+    out = {"name": name, "dtype": _dtype_name(v["dtype"]), "axes": _names(v["dims"], f"dims of variable {name!r}")}
     get = v.get
     if get("chunks") is not None:
-        out["chunks"] = [int(c) for c in v["chunks"]]
+        out["chunks"] = [_count(c, f"a chunk extent of variable {name!r}") for c in v["chunks"]]
     if get("codec") is not None:
         out["codec"] = _codec_spec(v["codec"])
     for key in ("fill_value", "no_value"):
@@ -238,18 +273,19 @@ def _variable_spec(name, v):
     if get("unit"):
         out["unit"] = v["unit"]
     if get("attrs"):
-        out["attrs"] = json.loads(_json(v["attrs"]))
+        out["attrs"] = dict(v["attrs"])
     if get("lods"):
-        out["lods"] = {"levels": int(v["lods"]), "axes": list(get("lod_axes", [])), "method": get("lod_method", "average")}
+        out["lods"] = {"levels": _count(v["lods"], f"lods of variable {name!r}"), "axes": _names(get("lod_axes", []), f"lod_axes of variable {name!r}"),
+                       "method": get("lod_method", "average")}
     if get("partitionings"):
-        out["partitionings"] = [[int(c) for c in p] for p in v["partitionings"]]
+        out["partitionings"] = [[_count(c, f"a partitioning extent of variable {name!r}") for c in p] for p in v["partitionings"]]
     q = get("quantization")
     if q is not None:
         out["quantization"] = ({"storage": np.dtype(q[0]).name, "min": float(q[1]), "max": float(q[2])}
                                if isinstance(q, (tuple, list)) else dict(q))
     margin = get("margin")
     if margin is not None:
-        out["margin"] = [margin, margin] if isinstance(margin, int) else list(margin)
+        out["margin"] = [margin, margin] if isinstance(margin, (int, np.integer)) else list(margin)
     if get("mask"):
         out["mask"] = True
     blocks = _blocks_spec(name, get("blocks"))
@@ -268,7 +304,7 @@ def _blocks_spec(name, blocks):
         return []
     if isinstance(blocks, (str, bytes)) or not hasattr(blocks, "__iter__"):
         raise InvalidArgumentError(f"variable {name!r}: blocks={blocks!r}: expected a block shape (one extent per axis) or False")
-    shape = [int(b) for b in blocks]
+    shape = [_count(b, f"a block extent of variable {name!r}") for b in blocks]
     if not shape:
         raise InvalidArgumentError(f"variable {name!r}: blocks=[] has no extents: give one per axis, or blocks=False for whole chunks")
     return shape
@@ -308,9 +344,12 @@ def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping
     64x64x64 float32 chunk).
     A sequence of dicts each with a ``name`` works too.
 
-    ``attrs``: the dataset's attributes (JSON values). ``overwrite`` replaces
-    an existing file (else :class:`AlreadyExistsError`); ``slots`` names
-    external data files beside the container.
+    ``attrs``: the dataset's attributes (JSON values; NumPy scalars and
+    arrays too). ``overwrite`` replaces an existing file (else
+    :class:`AlreadyExistsError`); ``slots`` names external data files
+    beside the container. Sizes, extents and names are checked as given: a
+    float size or a string where a sequence of names belongs is an
+    :class:`InvalidArgumentError`, not rounded or split into letters.
 
     ``layout``: ``"auto"`` (the default) gives the compact layout to a
     container whose variables declare at most 64 KiB, so that a small file
@@ -335,11 +374,12 @@ def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping
         "layout": layout,
     }
     if attrs:
-        spec["attrs"] = json.loads(_json(attrs))
-    slots = list(slots)
+        spec["attrs"] = dict(attrs)
+    slots = _names(slots, "slots")
     if slots:
         spec["slots"] = slots
-    core = _vds.create(os.fspath(path), spec)
+    memory_limit, cache_size = _size(memory_limit, "memory_limit"), _size(cache_size, "cache_size")
+    core = _vds.create(os.fsdecode(path), spec)
     if memory_limit is not None:
         core.set_memory_limit(memory_limit)
     if cache_size is not None:

@@ -26,20 +26,6 @@ _ZEROS = [(0,) * n for n in range(9)]
 _ONES = [(1,) * n for n in range(9)]
 
 
-def _json(value):
-    """JSON text of an attribute value; NumPy scalars and arrays become numbers and lists."""
-
-    def plain(x):
-        if isinstance(x, (np.generic, np.ndarray)):
-            return x.tolist()
-        raise TypeError(f"attribute values must be JSON values (numbers, strings, lists, dicts); got {type(x).__name__}")
-
-    try:
-        return json.dumps(value, default=plain, allow_nan=False)
-    except (TypeError, ValueError) as e:
-        raise InvalidArgumentError(f"attribute value {value!r}: {e}") from None
-
-
 class Axis:
     """One axis of a dataset: its name, unit, size and sample coordinates.
 
@@ -96,12 +82,16 @@ class Attributes(MutableMapping):
     def __setitem__(self, key, value):
         if not isinstance(key, str):
             raise InvalidArgumentError(f"attribute names are strings; got {key!r}")
-        self._ds._core.set_attribute(self._var, key, _json(value))
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidArgumentError(f"the attribute name {key!r} is not valid Unicode (it holds a lone surrogate)") from None
+        self._ds._core.set_attribute(self._var, key, value, False)
 
     def __delitem__(self, key):
         if key not in self._all():
             raise KeyError(key)
-        self._ds._core.set_attribute(self._var, key, None)
+        self._ds._core.set_attribute(self._var, key, None, True)
 
     def __iter__(self):
         return iter(self._all())
@@ -140,7 +130,7 @@ class Dataset(Mapping):
         # options: what it was opened with, as (sync, memory_limit, cache_size,
         # allow_external_paths) (see _OPTIONS), for reopening when unpickled.
         self._core = core
-        self._path = os.fspath(path)
+        self._path = os.fsdecode(path)
         self._mode = mode
         self._options = options
         self._meta = None
@@ -658,7 +648,7 @@ class Variable:
         """Resizes growable axes: ``size`` is the new shape, or with ``axis`` (a name or position) that axis's new size."""
         dims = self.dims
         if axis is not None:
-            d = dims.index(axis) if isinstance(axis, str) else int(axis)
+            d = self._axis_position(axis)
             shape: list[Any] = list(self.shape)
             shape[d] = size
         else:
@@ -669,14 +659,24 @@ class Variable:
             if old != new:
                 self._ds.resize(dims[d], int(new))
 
+    def _axis_position(self, axis):
+        """The position of ``axis`` (a name, or a position counted from the end when negative)."""
+        dims = self.dims
+        if isinstance(axis, str):
+            if axis not in dims:
+                raise InvalidArgumentError(f"variable {self._name!r} does not span axis {axis!r} (axes: {dims})")
+            return dims.index(axis)
+        if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+            raise InvalidArgumentError(f"an axis is a name or a position, not {axis!r}")
+        if not -len(dims) <= axis < len(dims):
+            raise OutOfRangeError(f"variable {self._name!r} has {len(dims)} axes; there is no axis {int(axis)}")
+        return int(axis) % len(dims)
+
     def append(self, data: Any, axis: str | int = 0) -> int:
         """Grows the growable ``axis`` (a name or position) by the samples in ``data`` and writes them
         at its end; returns the index of the first new sample."""
-        dims = self.dims
-        name = axis if isinstance(axis, str) else dims[int(axis)]
-        d = dims.index(name) if name in dims else None
-        if d is None:
-            raise InvalidArgumentError(f"variable {self._name!r} does not span axis {name!r} (axes: {dims})")
+        d = self._axis_position(axis)
+        name = self.dims[d]
         data = np.asarray(data)
         if data.ndim == self.ndim - 1:
             data = np.expand_dims(data, d)

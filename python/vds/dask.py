@@ -15,12 +15,14 @@ committed): it then finds its fragments merged, or merged and folded, and
 succeeds without merging anything twice.
 """
 
+import math
 import os
 import uuid
 
 import numpy as np
 
 from . import create, fragment
+from .errors import InvalidArgumentError
 from . import open as vds_open
 
 
@@ -67,7 +69,9 @@ def store(darray, path, name="data", dims=None, codec="zstd", fill_value=None, a
 
     darray = da.asarray(darray)
     if darray.ndim == 0:
-        raise ValueError("vds variables span 1 to 8 axes; got a 0-d array")
+        raise InvalidArgumentError("vds variables span 1 to 8 axes; got a 0-d array")
+    if any(math.isnan(c) for cs in darray.chunks for c in cs):
+        raise InvalidArgumentError("the array's chunk sizes are unknown (as after boolean indexing): call its compute_chunk_sizes() first")
     chunks = tuple(c[0] for c in darray.chunks)
     if any(len(set(c[:-1])) > 1 or c[-1] > c[0] for c in darray.chunks):
         darray = darray.rechunk(chunks)

@@ -11,6 +11,7 @@ storage chunks, so ``chunks={}`` gives Dask arrays aligned to them.
 """
 
 import os
+from collections.abc import Mapping
 
 import numpy as np
 from xarray import Dataset as XrDataset
@@ -20,6 +21,7 @@ from xarray.coding.times import CFDatetimeCoder, CFTimedeltaCoder
 from xarray.core import indexing
 
 from . import open as vds_open
+from .errors import InvalidArgumentError, TypeMismatchError
 
 #: Dataset attribute listing variables that are coordinates but not axes (written by from_xarray).
 COORDINATES_ATTR = "_vds_coordinates"
@@ -130,7 +132,8 @@ class VdsBackendEntrypoint(BackendEntrypoint):
 
 
 def _axis_of(dataset, dim):
-    """The axis spec of ``dim``: coordinates on the axis when evenly spaced floats, else in a variable."""
+    """The axis spec of ``dim``: coordinates on the axis when evenly spaced floats, else (other
+    values, or a coordinate of more than one dimension named like this one) in a variable."""
     size = dataset.sizes[dim]
     spec = {"name": dim, "size": size}
     coord = dataset.coords.get(dim)
@@ -140,7 +143,7 @@ def _axis_of(dataset, dim):
     units = coord.attrs.get("units")
     if units is not None:
         spec["unit"] = str(units)
-    if values.dtype.kind == "f" and size >= 1:
+    if coord.ndim == 1 and values.dtype.kind == "f" and size >= 1:
         first, last = float(values[0]), float(values[-1])
         even = np.linspace(first, last, size)
         if size == 1 or np.allclose(values, even, rtol=1e-12, atol=abs(last - first) * 1e-12):
@@ -179,6 +182,8 @@ def from_xarray(dataset, path, chunks=None, codec="zstd", overwrite=False, sync=
     """
     from . import create
 
+    if chunks is not None and (isinstance(chunks, (bool, np.bool_)) or not isinstance(chunks, (int, np.integer, Mapping))):
+        raise InvalidArgumentError(f"chunks is a dict from dimension to chunk size, one size, or None; not {chunks!r}")
     if hasattr(dataset, "to_dataset") and not hasattr(dataset, "data_vars"):
         dataset = dataset.to_dataset(name=dataset.name or "data")
     axes, coord_vars = [], {}
@@ -201,10 +206,10 @@ def from_xarray(dataset, path, chunks=None, codec="zstd", overwrite=False, sync=
             var = CFTimedeltaCoder().encode(var, name=name)
         encoded[name] = var
         if da.ndim == 0:
-            raise ValueError(f"variable {name!r} is a scalar; vds variables span 1 to 8 axes (keep it as an attribute)")
+            raise InvalidArgumentError(f"variable {name!r} is a scalar; vds variables span 1 to 8 axes (keep it as an attribute)")
         dtype = np.dtype(var.dtype)
         if dtype.kind not in "biuf" or dtype.itemsize > 8 or dtype == np.float16:
-            raise TypeError(f"variable {name!r} holds {dtype}, which vds does not store (integers, float32/64, bool, "
+            raise TypeMismatchError(f"variable {name!r} holds {dtype}, which vds does not store (integers, float32/64, bool, "
                             "datetimes and timedeltas)")
         attrs = _attrs(var.attrs)
         unit = attrs.pop("units", "")
