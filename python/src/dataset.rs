@@ -568,7 +568,7 @@ impl Dataset {
     /// with the data.
     #[pyo3(signature = (var, key, value, remove))]
     fn set_attribute(&self, py: Python<'_>, var: Option<usize>, key: &str, value: &Bound<'_, PyAny>, remove: bool) -> PyResult<()> {
-        let value = if remove { None } else { Some(crate::create::to_json(py, value, &format!("attribute {key:?}"))?) };
+        let value = if remove { None } else { Some(crate::json::to_json(py, value, &format!("attribute {key:?}"))?) };
         self.with_mut(py, |d| {
             match var {
                 None => d.set_attribute(key, value)?,

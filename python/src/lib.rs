@@ -14,6 +14,7 @@
 mod create;
 mod dataset;
 mod errors;
+mod json;
 mod segy;
 
 use pyo3::prelude::*;
