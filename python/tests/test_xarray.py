@@ -170,3 +170,15 @@ def test_from_xarray_keeps_a_coordinate_of_two_dimensions_named_like_one(tmp_pat
         np.testing.assert_array_equal(ds["x"][...], grid)
         np.testing.assert_array_equal(ds["v"][...], values)
         assert ds["v"].axes["x"].size == 2
+
+
+def test_from_xarray_non_finite_coordinates_and_attributes(tmp_path):
+    """A coordinate with a NaN or infinite end is kept as a variable (an axis's first and last are
+    finite); NaNs and infinities in attributes, alone or in lists, become the strings JSON allows."""
+    x = xr.Dataset({"v": (("t", "n"), np.ones((1, 3), np.float32), {"valid_range": np.array([np.nan, 1.0]), "fill": np.inf})},
+                   coords={"t": ("t", [np.nan]), "n": ("n", [0.0, 1.0, np.inf])})
+    vds.from_xarray(x, tmp_path / "nf.vds")
+    with vds.open(tmp_path / "nf.vds") as ds:
+        assert np.isnan(ds["t"][...]).all()
+        np.testing.assert_array_equal(ds["n"][...], [0.0, 1.0, np.inf])
+        assert ds["v"].attrs["valid_range"] == ["nan", 1.0] and ds["v"].attrs["fill"] == "inf"

@@ -145,24 +145,31 @@ def _axis_of(dataset, dim):
         spec["unit"] = str(units)
     if coord.ndim == 1 and values.dtype.kind == "f" and size >= 1:
         first, last = float(values[0]), float(values[-1])
-        even = np.linspace(first, last, size)
-        if size == 1 or np.allclose(values, even, rtol=1e-12, atol=abs(last - first) * 1e-12):
+        # Not finite (a NaN or infinite end): kept as a variable, as uneven coordinates are.
+        if np.isfinite([first, last]).all() and (
+                size == 1 or np.allclose(values, np.linspace(first, last, size), rtol=1e-12, atol=abs(last - first) * 1e-12)):
             spec["first"], spec["last"] = first, last
             return spec, None
     return spec, coord
 
 
 def _attrs(attrs):
-    """xarray attributes as JSON values: NumPy values as numbers and lists, bytes as text."""
-    out = {}
-    for k, v in attrs.items():
+    """xarray attributes as JSON values: NumPy values as numbers and lists, bytes as text, and
+    NaNs and infinities (JSON has none), alone or in lists, as the strings "nan", "inf", "-inf"."""
+    def plain(v):
         if isinstance(v, bytes):
-            v = v.decode("utf-8", "replace")
-        elif isinstance(v, (np.ndarray, np.generic)):
+            return v.decode("utf-8", "replace")
+        if isinstance(v, (np.ndarray, np.generic)):
             v = v.tolist()
         if isinstance(v, float) and not np.isfinite(v):
-            v = str(v)
-        out[str(k)] = v
+            return str(v)
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        return v
+
+    out = {}
+    for k, v in attrs.items():
+        out[str(k)] = plain(v)
     return out
 
 
