@@ -101,6 +101,8 @@ def _size(value, what):
 
 def _count(value, what):
     """A whole number given for a size or an extent (NumPy integers too; not a float, a string or a bool)."""
+    if type(value) is int:
+        return value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise InvalidArgumentError(f"{what} must be an integer, not {value!r}")
     return int(value)
@@ -115,6 +117,8 @@ def _number(value, what):
 
 def _names(value, what):
     """A sequence of names as a list; a single string is refused rather than split into letters."""
+    if type(value) is list:
+        return value
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise InvalidArgumentError(f"{what} is a sequence of names, not {value!r}")
     return list(value)
