@@ -272,8 +272,8 @@ class Dataset(Mapping):
         With ``full=True`` it then also recomputes every level of detail and
         every partitioning (tiles) of each variable from level 0 and reports
         each chunk that differs: a layer of intact chunks holding other values
-        is damage too, since a read that picks it returns them (layers of the
-        lossy ``bounded`` codec agree within twice its tolerance). That reads the
+        is damage too, since a read that picks it returns them (levels of
+        detail of the lossy ``bounded`` codec agree within its tolerance). That reads the
         derived layers again (a few times the time of the plain check on a
         variable with levels or tiles).
 

@@ -135,8 +135,8 @@ impl Dataset {
     /// every level of detail and every partitioning of each variable (and
     /// their masks) is compared with what level 0 of the first partitioning
     /// implies, so that a layer made of intact chunks holding other data is
-    /// reported (a read that picked it would return that data); layers of
-    /// the bounded codec agree within twice its tolerance (SPEC.md 7.7). It
+    /// reported (a read that picked it would return that data); levels of
+    /// detail of the bounded codec agree within its tolerance (SPEC.md 7.7). It
     /// reads and recomputes every stored layer, so it takes a few times as
     /// long as [`Dataset::verify`] on a variable with levels of detail or tiles.
     ///
