@@ -221,7 +221,9 @@ fn variable(py: Python<'_>, v: &VariableSpec) -> PyResult<VariableBuilder> {
 #[pyfunction]
 pub(crate) fn create(py: Python<'_>, path: std::path::PathBuf, spec: &Bound<'_, PyAny>) -> PyResult<Dataset> {
     let spec: Spec = match spec.cast::<PyString>() {
-        Ok(text) => serde_json::from_str(&text.to_cow()?),
+        Ok(text) => serde_json::from_str(
+            &text.to_cow().map_err(|_| invalid(py, "create: the description is not valid Unicode (a lone surrogate)"))?,
+        ),
         Err(_) => serde_json::from_value(crate::json::to_json(py, spec, "create")?),
     }
     .map_err(|e| invalid(py, format!("create: {e}")))?;

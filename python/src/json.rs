@@ -1,8 +1,8 @@
 //! Python values as JSON values: the description `vds.create` hands over
 //! and the attributes set through `attrs[...]`, converted without a detour
-//! through JSON text, and bounded in depth, in the number of values and in
-//! the bytes of their strings, whatever the Python objects (lists that hold
-//! each other, subclasses with endless iterators) would expand to.
+//! through JSON text, and bounded in depth and in the memory the result
+//! takes, whatever the Python objects (lists that hold each other,
+//! subclasses with endless iterators) would expand to.
 
 use crate::errors::invalid;
 use pyo3::prelude::*;
@@ -14,29 +14,35 @@ use serde_json::{Map, Value};
 /// overflow.
 const MAX_DEPTH: usize = 128;
 
-/// The most values, and bytes of strings and keys, a description or an
-/// attribute may hold:
-/// a few small lists that hold each other twice over stand for millions of
-/// values, and must end in an error before they are all built. Neither
-/// bound is reached by a description whose descriptor fits its 64 MiB
-/// (SPEC.md 3).
-const MAX_VALUES: u64 = 1 << 21;
-const MAX_TEXT: u64 = 64 << 20;
+/// What a converted value may cost, by SPEC.md 3.5's bound on the memory a
+/// descriptor's parse takes (96 bytes a value, 256 an object member, 384 a
+/// non-empty array or object, 4 a byte of text), against the library's
+/// default memory limit: what fits here is what a writer with that limit
+/// commits, and a few small lists that hold each other twice over, which
+/// stand for millions of values, end in an error before they are built.
+const BUDGET: u64 = 1 << 30;
+const PER_VALUE: u64 = 96;
+const PER_MEMBER: u64 = 256;
+const PER_CONTAINER: u64 = 384;
+const PER_BYTE: u64 = 4;
 
-/// What a value may still hold as it is converted.
-struct Budget {
-    values: u64,
-    text: u64,
-}
+/// What a value may still cost as it is converted.
+struct Budget(u64);
 
 impl Budget {
-    fn take(&mut self, py: Python<'_>, what: &str, text: usize) -> PyResult<()> {
-        match (self.values.checked_sub(1), self.text.checked_sub(text as u64)) {
-            (Some(v), Some(t)) => {
-                (self.values, self.text) = (v, t);
+    fn take(&mut self, py: Python<'_>, what: &str, cost: u64) -> PyResult<()> {
+        match self.0.checked_sub(cost) {
+            Some(left) => {
+                self.0 = left;
                 Ok(())
             }
-            _ => Err(invalid(py, format!("{what}: holds more than {MAX_VALUES} values or {} MiB of strings", MAX_TEXT >> 20))),
+            None => Err(invalid(
+                py,
+                format!(
+                    "{what}: holds more than a descriptor parsed within {} MiB takes (SPEC.md 3.5: 96 bytes a value, 4 a byte of text)",
+                    BUDGET >> 20
+                ),
+            )),
         }
     }
 }
@@ -55,64 +61,86 @@ fn text(py: Python<'_>, what: &str, s: &Bound<'_, PyString>) -> PyResult<String>
     })
 }
 
+/// The text of a dict key, as `json.dumps` makes it: strings as they are,
+/// True, False and None as `true`, `false` and `null`, numbers in decimal.
+fn key_text(py: Python<'_>, what: &str, k: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(s) = k.cast::<PyString>() {
+        text(py, what, s)
+    } else if k.is_none() {
+        Ok("null".into())
+    } else if let Ok(b) = k.cast::<PyBool>() {
+        Ok(if b.is_true() { "true" } else { "false" }.into())
+    } else if k.is_instance_of::<PyInt>() || k.is_instance_of::<PyFloat>() {
+        match json_value(py, k, what, 0, &mut Budget(PER_VALUE))? {
+            Value::Number(n) => Ok(n.to_string()),
+            _ => Err(invalid(py, format!("{what}: a key is not a number"))),
+        }
+    } else {
+        Err(invalid(py, format!("{what}: a key is {}, not a string, a number, a boolean or None", k.get_type().name()?)))
+    }
+}
+
 /// The JSON value of a description or an attribute (`what`, for errors):
-/// dicts with string keys, lists, tuples, strings, integers, finite
-/// floats, booleans, None, NumPy scalars and arrays. Converting here, rather
-/// than through `json.dumps` and back, keeps the creation of a small file's
-/// container cheap, and bounds what it builds. Lists and tuples are read by
-/// index (a subclass's `__iter__` is not called).
+/// dicts, lists, tuples, strings, integers, finite floats, booleans, None,
+/// NumPy scalars and arrays. Converting here, rather than through
+/// `json.dumps` and back, keeps the creation of a small file's container
+/// cheap, and bounds what it builds. Lists and tuples are read by index (a
+/// subclass's `__iter__` is not called); a dict is read from a copy of its
+/// items, so a value that changes it cannot upset the conversion.
 pub(crate) fn to_json(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
-    json_value(py, obj, what, 0, &mut Budget { values: MAX_VALUES, text: MAX_TEXT })
+    json_value(py, obj, what, 0, &mut Budget(BUDGET))
 }
 
 fn json_value(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str, depth: usize, budget: &mut Budget) -> PyResult<Value> {
     if depth > MAX_DEPTH {
         return Err(invalid(py, format!("{what}: nests more than {MAX_DEPTH} levels deep")));
     }
+    budget.take(py, what, PER_VALUE)?;
     if obj.is_none() {
-        budget.take(py, what, 0)?;
         Ok(Value::Null)
     } else if let Ok(b) = obj.cast::<PyBool>() {
-        budget.take(py, what, 0)?;
         Ok(Value::Bool(b.is_true()))
     } else if let Ok(i) = obj.cast::<PyInt>() {
-        budget.take(py, what, 0)?;
         match i.extract::<i64>() {
             Ok(n) => Ok(Value::from(n)),
-            Err(_) => i.extract::<u64>().map(Value::from).map_err(|_| invalid(py, format!("{what}: the integer {i} is out of range"))),
+            Err(_) => {
+                i.extract::<u64>().map(Value::from).map_err(|_| invalid(py, format!("{what}: an integer beyond -2**63 .. 2**64 - 1")))
+            }
         }
     } else if let Ok(f) = obj.cast::<PyFloat>() {
-        budget.take(py, what, 0)?;
         let x = f.value();
         serde_json::Number::from_f64(x).map(Value::Number).ok_or_else(|| invalid(py, format!("{what}: {x} is not a finite number")))
     } else if let Ok(s) = obj.cast::<PyString>() {
         let t = text(py, what, s)?;
-        budget.take(py, what, t.len())?;
+        budget.take(py, what, PER_BYTE.saturating_mul(t.len() as u64))?;
         Ok(Value::String(t))
     } else if let Ok(d) = obj.cast::<PyDict>() {
-        budget.take(py, what, 0)?;
+        let items = d.items();
+        if !items.is_empty() {
+            budget.take(py, what, PER_CONTAINER)?;
+        }
         let mut map = Map::new();
-        for (k, v) in d.iter() {
-            let Ok(key) = k.cast::<PyString>() else {
-                return Err(invalid(py, format!("{what}: a key is {}, not a string", k.get_type().name()?)));
-            };
-            let key = text(py, what, key)?;
-            budget.take(py, what, key.len())?;
+        for item in items.iter() {
+            let (k, v) = item.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>()?;
+            let key = key_text(py, what, &k)?;
+            budget.take(py, what, PER_MEMBER.saturating_add(PER_BYTE.saturating_mul(key.len() as u64)))?;
             map.insert(key, json_value(py, &v, what, depth + 1, budget)?);
         }
         Ok(Value::Object(map))
     } else if let Ok(list) = obj.cast::<PyList>() {
-        budget.take(py, what, 0)?;
+        if !list.is_empty() {
+            budget.take(py, what, PER_CONTAINER)?;
+        }
         list.iter().map(|item| json_value(py, &item, what, depth + 1, budget)).collect::<PyResult<Vec<_>>>().map(Value::Array)
     } else if let Ok(tuple) = obj.cast::<PyTuple>() {
-        budget.take(py, what, 0)?;
+        if !tuple.is_empty() {
+            budget.take(py, what, PER_CONTAINER)?;
+        }
         tuple.iter().map(|item| json_value(py, &item, what, depth + 1, budget)).collect::<PyResult<Vec<_>>>().map(Value::Array)
     } else if obj.is_instance(&py.import("numpy")?.getattr("ndarray")?)? {
-        // An array: its values as nested lists, once its size is known to fit.
+        // An array: its values as nested lists, once their number is known to fit.
         let size: u64 = obj.getattr("size")?.extract()?;
-        if size > budget.values {
-            return Err(invalid(py, format!("{what}: an array of {size} values, more than {MAX_VALUES} in all")));
-        }
+        budget.take(py, what, PER_VALUE.saturating_mul(size))?;
         json_value(py, &obj.call_method0("tolist")?, what, depth + 1, budget)
     } else if obj.is_instance(&py.import("numpy")?.getattr("generic")?)? {
         // A NumPy scalar (np.float32(0.5), np.int16(3), np.bool_(True)): its Python value. The

@@ -154,8 +154,12 @@ def test_from_xarray_refuses_what_it_cannot_store(tmp_path):
         vds.from_xarray(xr.Dataset({"c": ("n", np.ones(2, np.complex128))}), tmp_path / "bad.vds")
     with pytest.raises(vds.InvalidArgumentError, match="scalar"):
         vds.from_xarray(xr.Dataset({"z": ((), 1.0), "v": ("n", np.ones(2))}), tmp_path / "bad.vds")
-    with pytest.raises(vds.InvalidArgumentError, match="chunks is a dict"):
-        vds.from_xarray(xr.Dataset({"v": ("n", np.ones(2))}), tmp_path / "bad.vds", chunks="auto")
+    for chunks in ["auto", {"n": "auto"}, {"n": None}, 0]:
+        with pytest.raises(vds.InvalidArgumentError, match="positive chunk size"):
+            vds.from_xarray(xr.Dataset({"v": ("n", np.ones(2))}), tmp_path / "bad.vds", chunks=chunks)
+    vds.from_xarray(xr.Dataset({"v": ("n", np.ones(8))}), tmp_path / "ok.vds", chunks=np.int64(4))
+    with vds.open(tmp_path / "ok.vds") as ds:
+        assert ds["v"].chunks == (4,)
     assert not (tmp_path / "bad.vds").exists()
 
 
@@ -170,6 +174,10 @@ def test_from_xarray_keeps_a_coordinate_of_two_dimensions_named_like_one(tmp_pat
         np.testing.assert_array_equal(ds["x"][...], grid)
         np.testing.assert_array_equal(ds["v"][...], values)
         assert ds["v"].axes["x"].size == 2
+    with xr.open_dataset(tmp_path / "c.vds", engine="vds") as back:
+        assert "x" in back.coords and back["x"].dims == ("x", "y") and list(back.data_vars) == ["v"]
+        np.testing.assert_array_equal(back["x"].values, grid)
+        np.testing.assert_array_equal(back["v"].values, values)
 
 
 def test_from_xarray_non_finite_coordinates_and_attributes(tmp_path):

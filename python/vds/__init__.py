@@ -277,9 +277,9 @@ def _variable_spec(name, v):
     if get("unit"):
         out["unit"] = v["unit"]
     if get("attrs"):
-        out["attrs"] = dict(v["attrs"])
+        out["attrs"] = dict(v["attrs"]) if isinstance(v["attrs"], Mapping) else v["attrs"]
     if get("lods"):
-        out["lods"] = {"levels": _count(v["lods"], f"lods of variable {name!r}"), "axes": _names(get("lod_axes", []), f"lod_axes of variable {name!r}"),
+        out["lods"] = {"levels": _count(v["lods"], f"lods of variable {name!r}"), "axes": _names(get("lod_axes") or [], f"lod_axes of variable {name!r}"),
                        "method": get("lod_method", "average")}
     if get("partitionings"):
         out["partitionings"] = [[_count(c, f"a partitioning extent of variable {name!r}") for c in p] for p in v["partitionings"]]
@@ -378,7 +378,7 @@ def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping
         "layout": layout,
     }
     if attrs:
-        spec["attrs"] = dict(attrs)
+        spec["attrs"] = dict(attrs) if isinstance(attrs, Mapping) else attrs
     slots = _names(slots, "slots")
     if slots:
         spec["slots"] = slots

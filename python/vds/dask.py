@@ -11,8 +11,10 @@ mid-write leaves an unsealed fragment that no merge adopts; until the merge
 the container stays at its previous commit. The merge removes the fragments
 of failed attempts; a store that fails as a whole removes the fragments its
 tasks left. The merge task may run again (its worker lost after it
-committed): it then finds its fragments merged, or merged and folded, and
-succeeds without merging anything twice.
+committed): it then finds its fragments merged, or merged, folded and
+removed, and succeeds. (A rerun after a fold whose fragments were not
+yet removed merges and folds the same fragments once more: the same
+values, a second rewrite.)
 """
 
 import math

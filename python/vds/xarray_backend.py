@@ -90,7 +90,7 @@ def open_vds_dataset(path, drop_variables=None, decode_times=True):
             var = ds[name]
             if name in ds.axes and var.dims == (name,):
                 coords[name] = _variable(var, False, decode_times)  # an index: xarray loads it anyway
-            elif name in extra_coords:
+            elif name in extra_coords or name in ds.axes:  # named like an axis it does not span alone: a coordinate
                 coords[name] = _variable(var, True, decode_times)
             else:
                 data_vars[name] = _variable(var, True, decode_times)
@@ -156,15 +156,15 @@ def _axis_of(dataset, dim):
 def _attrs(attrs):
     """xarray attributes as JSON values: NumPy values as numbers and lists, bytes as text, and
     NaNs and infinities (JSON has none), alone or in lists, as the strings "nan", "inf", "-inf"."""
-    def plain(v):
+    def plain(v, depth=0):
         if isinstance(v, bytes):
             return v.decode("utf-8", "replace")
         if isinstance(v, (np.ndarray, np.generic)):
             v = v.tolist()
         if isinstance(v, float) and not np.isfinite(v):
             return str(v)
-        if isinstance(v, (list, tuple)):
-            return [plain(x) for x in v]
+        if isinstance(v, (list, tuple)) and depth < 128:  # deeper: left for the conversion to refuse
+            return [plain(x, depth + 1) for x in v]
         return v
 
     out = {}
@@ -189,8 +189,10 @@ def from_xarray(dataset, path, chunks=None, codec="zstd", overwrite=False, sync=
     """
     from . import create
 
-    if chunks is not None and (isinstance(chunks, (bool, np.bool_)) or not isinstance(chunks, (int, np.integer, Mapping))):
-        raise InvalidArgumentError(f"chunks is a dict from dimension to chunk size, one size, or None; not {chunks!r}")
+    if chunks is not None and not isinstance(chunks, Mapping):
+        chunks = _chunk_size(chunks, "chunks")
+    elif chunks is not None:
+        chunks = {d: _chunk_size(c, f"chunks[{d!r}]") for d, c in chunks.items()}
     if hasattr(dataset, "to_dataset") and not hasattr(dataset, "data_vars"):
         dataset = dataset.to_dataset(name=dataset.name or "data")
     axes, coord_vars = [], {}
@@ -229,6 +231,14 @@ def from_xarray(dataset, path, chunks=None, codec="zstd", overwrite=False, sync=
         for name, var in encoded.items():
             _write_slabs(ds[str(name)], var, slab_bytes)
     return path
+
+
+def _chunk_size(c, what):
+    """A chunk size given to from_xarray: a positive integer (NumPy's too)."""
+    if isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, np.integer)) or c < 1:
+        raise InvalidArgumentError(f"{what} is a positive chunk size (chunks is a dict from dimension to size, one size, or None), "
+                                   f"not {c!r}")
+    return int(c)
 
 
 def _chunks_for(da, chunks):
