@@ -155,7 +155,7 @@ def test_from_xarray_refuses_what_it_cannot_store(tmp_path):
     with pytest.raises(vds.InvalidArgumentError, match="scalar"):
         vds.from_xarray(xr.Dataset({"z": ((), 1.0), "v": ("n", np.ones(2))}), tmp_path / "bad.vds")
     for chunks in ["auto", {"n": "auto"}, {"n": None}, 0]:
-        with pytest.raises(vds.InvalidArgumentError, match="positive chunk size"):
+        with pytest.raises(vds.InvalidArgumentError, match="chunks.* (must be an integer|is a positive chunk size)"):
             vds.from_xarray(xr.Dataset({"v": ("n", np.ones(2))}), tmp_path / "bad.vds", chunks=chunks)
     vds.from_xarray(xr.Dataset({"v": ("n", np.ones(8))}), tmp_path / "ok.vds", chunks=np.int64(4))
     with vds.open(tmp_path / "ok.vds") as ds:

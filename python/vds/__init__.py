@@ -94,9 +94,10 @@ def _size(value, what):
     """A size in bytes given as an option: None, or an integer from 0 to 2**64 - 1."""
     if value is None:
         return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 <= value < 2**64:
+    n = _count(value, what)
+    if not 0 <= n < 2**64:
         raise InvalidArgumentError(f"{what} is a number of bytes from 0 to 2**64 - 1, not {value!r}")
-    return int(value)
+    return n
 
 
 def _count(value, what):

@@ -235,9 +235,10 @@ def from_xarray(dataset, path, chunks=None, codec="zstd", overwrite=False, sync=
 
 def _chunk_size(c, what):
     """A chunk size given to from_xarray: a positive integer (NumPy's too)."""
-    if isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, np.integer)) or c < 1:
-        raise InvalidArgumentError(f"{what} is a positive chunk size (chunks is a dict from dimension to size, one size, or None), "
-                                   f"not {c!r}")
+    from . import _count
+
+    if _count(c, what) < 1:
+        raise InvalidArgumentError(f"{what} is a positive chunk size, not {c!r}")
     return int(c)
 
 

@@ -171,9 +171,9 @@ mod tests {
     use crate::{Axis, DType, Dataset, DatasetBuilder, LodMethod, MemoryStorage, Order, Region, VariableBuilder};
     use std::sync::Arc;
 
-    /// A 32^3 ramp in 16^3 bricks, with tiles across the first two axes and
-    /// two levels of detail.
-    fn layered() -> (Dataset, Vec<f32>) {
+    /// `data` (32^3 values) in 16^3 bricks of `codec`, with tiles across the
+    /// first two axes and `levels` levels of detail, committed.
+    fn layered_with(codec: crate::Codec, levels: u8, data: &[f32]) -> Dataset {
         let mut ds = DatasetBuilder::new()
             .axis(Axis::new("x", 32))
             .axis(Axis::new("y", 32))
@@ -181,15 +181,21 @@ mod tests {
             .variable(
                 VariableBuilder::new("v", DType::Float32, &["x", "y", "z"])
                     .chunk(&[16, 16, 16])
+                    .codec(codec)
                     .partitioning(&[32, 32, 1])
-                    .levels_of_detail(2, &["x", "y", "z"], LodMethod::Average),
+                    .levels_of_detail(levels, &["x", "y", "z"], LodMethod::Average),
             )
             .create_in(Arc::new(MemoryStorage::new()))
             .unwrap();
-        let data: Vec<f32> = (0..32 * 32 * 32).map(|i| i as f32 * 0.5).collect();
-        ds.write("v", &Region::full(&[32, 32, 32]).unwrap(), Order::C, &data).unwrap();
+        ds.write("v", &Region::full(&[32, 32, 32]).unwrap(), Order::C, data).unwrap();
         ds.commit().unwrap();
-        (ds, data)
+        ds
+    }
+
+    /// A 32^3 ramp, uncompressed, with tiles and two levels of detail.
+    fn layered() -> (Dataset, Vec<f32>) {
+        let data: Vec<f32> = (0..32 * 32 * 32).map(|i| i as f32 * 0.5).collect();
+        (layered_with(crate::Codec::NONE, 2, &data), data)
     }
 
     #[test]
@@ -226,24 +232,9 @@ mod tests {
     #[cfg(feature = "zstd")]
     #[test]
     fn lossy_levels_pass_within_their_bound_and_tiles_bit_for_bit() {
-        use crate::Codec;
         let t = 0.01;
-        let mut ds = DatasetBuilder::new()
-            .axis(Axis::new("x", 32))
-            .axis(Axis::new("y", 32))
-            .axis(Axis::new("z", 32))
-            .variable(
-                VariableBuilder::new("v", DType::Float32, &["x", "y", "z"])
-                    .chunk(&[16, 16, 16])
-                    .codec(Codec::bounded(t))
-                    .partitioning(&[32, 32, 1])
-                    .levels_of_detail(3, &["x", "y", "z"], LodMethod::Average),
-            )
-            .create_in(Arc::new(MemoryStorage::new()))
-            .unwrap();
         let data: Vec<f32> = (0..32 * 32 * 32).map(|i| ((i as f32) * 0.37).sin() * 3.0).collect();
-        ds.write("v", &Region::full(&[32, 32, 32]).unwrap(), Order::C, &data).unwrap();
-        ds.commit().unwrap();
+        let mut ds = layered_with(crate::Codec::bounded(t), 3, &data);
         let read = |ds: &Dataset, layer: &crate::spec::Variable, start: &[u64], shape: &[u64]| {
             let mut out = vec![0f32; shape.iter().product::<u64>() as usize];
             ds.read_layer(layer, &Region::new(start, shape).unwrap(), Order::C, crate::array::as_bytes_mut(&mut out)).unwrap();
