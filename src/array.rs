@@ -80,7 +80,7 @@ impl Region {
     }
 
     /// Checks the region against a variable's extent and returns its element count.
-    pub(crate) fn check_within(&self, extent: &[u64], what: &str) -> Result<u64> {
+    pub(crate) fn check_within(&self, extent: &[u64], what: &dyn std::fmt::Display) -> Result<u64> {
         if self.ndim() != extent.len() {
             return Err(invalid(format!("{what} has {} dimensions but the region has {}", extent.len(), self.ndim())));
         }
@@ -387,15 +387,15 @@ mod tests {
     #[test]
     fn regions_are_checked() {
         let r = Region::new(&[2, 0], &[3, 5]).unwrap();
-        assert_eq!(r.check_within(&[5, 5], "v").unwrap(), 15);
-        assert!(r.check_within(&[4, 5], "v").is_err());
+        assert_eq!(r.check_within(&[5, 5], &"v").unwrap(), 15);
+        assert!(r.check_within(&[4, 5], &"v").is_err());
         let s = r.clone().with_step(&[2, 1]).unwrap();
-        assert!(s.check_within(&[7, 5], "v").is_ok());
-        assert!(s.check_within(&[6, 5], "v").is_err());
+        assert!(s.check_within(&[7, 5], &"v").is_ok());
+        assert!(s.check_within(&[6, 5], &"v").is_err());
         assert!(Region::new(&[0], &[1, 2]).is_err());
         assert!(r.with_step(&[0, 1]).is_err());
         let huge = Region::new(&[u64::MAX - 1], &[3]).unwrap();
-        assert!(huge.check_within(&[u64::MAX], "v").is_err());
+        assert!(huge.check_within(&[u64::MAX], &"v").is_err());
     }
 }
 

@@ -107,9 +107,12 @@ pub struct Dataset {
     slot_files: Mutex<Vec<Option<Arc<dyn Storage>>>>,
     writable: bool,
     durability: Durability,
-    desc: DescriptorJson,
-    axes: Vec<Axis>,
-    vars: Vec<Variable>,
+    /// The descriptor as of the last commit plus this handle's changes, and
+    /// its typed view; shared with other handles opened from the same bytes
+    /// until this one changes them (`Arc::make_mut`).
+    desc: Arc<DescriptorJson>,
+    axes: Arc<Vec<Axis>>,
+    vars: Arc<Vec<Variable>>,
     /// Length of the version line: where the head's descriptor starts.
     line1: u64,
     commit: CommitSlot,
@@ -251,8 +254,8 @@ impl Dataset {
         self.check_not_fragment()?;
         check_name("attribute", key).map_err(invalid)?;
         let old = match value {
-            Some(v) => self.desc.attributes.insert(key.into(), v),
-            None => self.desc.attributes.shift_remove(key),
+            Some(v) => self.desc_mut().attributes.insert(key.into(), v),
+            None => self.desc_mut().attributes.shift_remove(key),
         };
         self.descriptor_changed(|d| match old {
             Some(v) => d.attributes.insert(key.into(), v),
@@ -269,7 +272,7 @@ impl Dataset {
         self.check_not_fragment()?;
         let v = var.index_in(self)?;
         check_name("attribute", key).map_err(invalid)?;
-        let attrs = &mut self.desc.variables[v].attributes;
+        let attrs = &mut self.desc_mut().variables[v].attributes;
         let old = match value {
             Some(val) => attrs.insert(key.into(), val),
             None => attrs.shift_remove(key),
@@ -280,10 +283,15 @@ impl Dataset {
         })
     }
 
+    /// The descriptor, to change: copied first if another handle shares it.
+    fn desc_mut(&mut self) -> &mut DescriptorJson {
+        Arc::make_mut(&mut self.desc)
+    }
+
     /// Marks the descriptor changed, or undoes the change with `undo` if the descriptor grew too large.
     fn descriptor_changed(&mut self, undo: impl FnOnce(&mut DescriptorJson) -> Option<Value>) -> Result<()> {
         if let Err(why) = self.desc.check_writable(self.memory_limit) {
-            undo(&mut self.desc);
+            undo(self.desc_mut());
             return Err(invalid(why));
         }
         self.desc_dirty = true;
@@ -344,7 +352,7 @@ impl Dataset {
 
     /// As `check_request`, for elements of `esize` bytes.
     fn check_request_as(&self, var: &Variable, esize: usize, region: &Region, bytes: usize) -> Result<usize> {
-        let n = region.check_within(&var.shape, &format!("variable {:?}", var.name))?;
+        let n = region.check_within(&var.shape, &format_args!("variable {:?}", var.name))?;
         let need = wire::mul(n, esize as u64, "region byte size")?;
         if (bytes as u64) < need {
             return Err(Error::new(

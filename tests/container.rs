@@ -312,8 +312,46 @@ fn invalid_descriptions_are_refused_with_reasons() {
         let e = b.create(&p).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
         assert!(e.to_string().contains(want), "{e:?} should mention {want:?}");
+        // Said as the builder's check says it, not as a head that fails to read back.
+        assert!(!e.to_string().contains("read back"), "{e}");
         assert!(!p.exists(), "a refused description must not leave a file");
     }
+}
+
+/// Handles opened from the same descriptor bytes share its parsed form
+/// until one of them changes it: a writer's uncommitted attributes, axis
+/// sizes and slots stay its own.
+#[test]
+fn a_shared_descriptor_is_copied_by_the_handle_that_changes_it() {
+    let dir = Scratch::new("shared-desc");
+    let p = dir.path("s.vds");
+    let mut b = DatasetBuilder::new();
+    b.axis(Axis::new("x", 4).growable(None)).variable(VariableBuilder::new("v", DType::Int32, &["x"]).chunk(&[2])).attribute("a", 1);
+    b.create(&p).unwrap().close().unwrap();
+    let reader = Dataset::open(&p).unwrap();
+    let mut writer = Dataset::open_rw(&p).unwrap();
+    let second = Dataset::open(&p).unwrap();
+    writer.set_attribute("a", Some(json!(2))).unwrap();
+    writer.set_variable_attribute("v", "unit_note", Some(json!("m"))).unwrap();
+    writer.resize_axis("x", 6).unwrap();
+    writer.add_external_slot("s1.bin").unwrap();
+    for ds in [&reader, &second] {
+        assert_eq!(ds.attributes()["a"], json!(1));
+        assert!(ds.variable_attributes("v").unwrap().is_empty());
+        assert_eq!(ds.variable("v").unwrap().shape(), &[4]);
+    }
+    assert_eq!(writer.attributes()["a"], json!(2));
+    assert_eq!(writer.variable("v").unwrap().shape(), &[6]);
+    // A handle opened now, before the commit, reads the committed descriptor.
+    let before = Dataset::open(&p).unwrap();
+    assert_eq!(before.attributes()["a"], json!(1));
+    writer.rollback().unwrap();
+    assert_eq!(writer.attributes()["a"], json!(1));
+    assert_eq!(writer.variable("v").unwrap().shape(), &[4]);
+    writer.set_attribute("a", Some(json!(3))).unwrap();
+    writer.close().unwrap();
+    assert_eq!(reader.attributes()["a"], json!(1));
+    assert_eq!(Dataset::open(&p).unwrap().attributes()["a"], json!(3));
 }
 
 #[test]

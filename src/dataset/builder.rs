@@ -7,7 +7,7 @@ use super::{locking, slots, Dataset, Durability, Layout, DEFAULT_MEMORY_LIMIT};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::spec::{
     features_used_by, Axis, AxisJson, Codec, CodecJson, Compression, DType, DescriptorJson, LodJson, LodMethod, PartitioningJson,
-    QuantJson, Scalar, SlotJson, VariableJson, FORMAT_MAJOR, FORMAT_MINOR,
+    QuantJson, Scalar, SlotJson, VariableJson, FORMAT_MAJOR, FORMAT_MINOR, MAX_DIMS, MAX_VARIABLES,
 };
 use crate::storage::{open_nonblocking, FileStorage, Storage};
 use serde_json::{Map, Value};
@@ -349,13 +349,21 @@ impl DatasetBuilder {
             attributes: self.attributes.clone(),
             extra: Map::new(),
         };
-        d.validate(ErrorKind::InvalidArgument)?;
         Ok(d)
     }
 
     /// The new container's head, checked to read back before any file is touched.
     fn new_head(&self) -> Result<NewHead> {
         let desc = self.descriptor()?;
+        // Within the limits on counts, the layout's choice costs little before
+        // validation, and reading the head back validates it (once per schema).
+        let counted =
+            desc.axes.len() <= MAX_DIMS && desc.variables.len() <= MAX_VARIABLES && desc.variables.iter().all(|v| v.axes.len() <= MAX_DIMS);
+        if counted && desc.slots.is_empty() {
+            let compact = self.layout.is_compact_for(&desc);
+            return NewHead::unvalidated(desc, compact, DEFAULT_MEMORY_LIMIT);
+        }
+        desc.validate(ErrorKind::InvalidArgument)?;
         let compact = self.layout.is_compact_for(&desc);
         NewHead::new(desc, compact, DEFAULT_MEMORY_LIMIT)
     }

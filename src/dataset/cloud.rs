@@ -10,6 +10,7 @@ use super::Dataset;
 use crate::commit::{body_start, CommitSlot};
 use crate::error::{Error, Result};
 use crate::index::{self, Change, Entry, PageReader, PageWriter, DEFAULT_PAGE};
+use crate::spec::DescriptorJson;
 use crate::spec::FORMAT_MINOR;
 use crate::storage::Storage;
 use std::collections::HashMap;
@@ -43,7 +44,7 @@ impl Dataset {
     /// in the cloud-optimized arrangement: head and slots, every index page
     /// (the root last), then every chunk, external ones folded in.
     pub(super) fn copy_cloud(&self, storage: Arc<dyn Storage>, tmp: Option<&Path>) -> Result<Dataset> {
-        let mut desc = self.desc.clone();
+        let mut desc = DescriptorJson::clone(&self.desc);
         desc.slots.clear();
         if crate::commit::is_compact(self.commit.head_len) && super::Layout::Auto.is_compact_for(&desc) {
             // As an ordinary compaction: the index of a compact container is a page or two after its chunks.

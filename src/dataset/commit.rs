@@ -75,13 +75,15 @@ impl Dataset {
         self.storage.write_at(self.end, &w.buf).map_err(io("index pages"))?;
         self.end += w.buf.len() as u64;
         // Slots with an identity record their length at this commit (SPEC.md 8.1).
-        for (s, end) in self.desc.slots.iter_mut().zip(&self.slot_ends) {
-            if let (Some(_), Some(end)) = (&s.id, end) {
-                if s.length != Some(*end) {
-                    s.length = Some(*end);
-                    self.desc_dirty = true;
+        // (The descriptor, shared until changed, is copied only when one has.)
+        let moved = |(s, end): (&crate::spec::SlotJson, &Option<u64>)| s.id.is_some() && end.is_some() && s.length != *end;
+        if self.desc.slots.iter().zip(&self.slot_ends).any(moved) {
+            for (s, end) in std::sync::Arc::make_mut(&mut self.desc).slots.iter_mut().zip(&self.slot_ends) {
+                if s.id.is_some() && end.is_some() {
+                    s.length = *end;
                 }
             }
+            self.desc_dirty = true;
         }
         // 3. A changed descriptor goes to the body; the slot points at it.
         let (mut desc_offset, mut desc_len, mut desc_crc) = (self.commit.desc_offset, self.commit.desc_len, self.commit.desc_crc);

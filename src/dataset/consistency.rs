@@ -32,7 +32,7 @@ impl Dataset {
     /// Failures that stop the check (a chunk that cannot be read; such
     /// damage is also what the per-chunk checks report).
     pub(super) fn check_layers(&self, entries: &[(Key, Entry)], note: &mut dyn FnMut(Error)) -> Result<()> {
-        for var in &self.vars {
+        for var in self.vars.iter() {
             if var.lods == 1 && var.parts.len() == 1 {
                 continue;
             }

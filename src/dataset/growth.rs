@@ -9,8 +9,10 @@ use super::{Dataset, VarRef};
 use crate::array::{as_bytes, Element, Order, Region};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::index::{Entry, Key};
+use crate::spec::DescriptorJson;
 use crate::spec::{Variable, MASK_LAYER};
 use crate::wire;
+use std::sync::Arc;
 
 impl Dataset {
     /// Changes the number of samples of a growable axis (see
@@ -52,16 +54,16 @@ impl Dataset {
         if samples == old {
             return Ok(());
         }
-        let mut desc = self.desc.clone();
+        let mut desc = DescriptorJson::clone(&self.desc);
         let aj = &mut desc.axes[k];
         let step = if old >= 2 { (aj.last - aj.first) / (old - 1) as f64 } else { 1.0 };
         aj.samples = samples;
         aj.last = aj.first + step * (samples - 1) as f64;
         let (axes, vars) = desc.validate(ErrorKind::OutOfRange)?;
         // Everything above is checked; from here on the dataset changes.
-        let old_vars = std::mem::replace(&mut self.vars, vars);
-        self.axes = axes;
-        self.desc = desc;
+        let old_vars = std::mem::replace(&mut self.vars, Arc::new(vars));
+        self.axes = Arc::new(axes);
+        self.desc = Arc::new(desc);
         self.desc_dirty = true;
         // Regions waiting for the layers' update stay inside the new extents.
         for (w, (s, e)) in &mut self.dirty {

@@ -150,14 +150,16 @@ impl Dataset {
     }
 
     fn update_variable(&mut self, v: usize, mut boxes: Vec<Bounds>) -> Result<()> {
-        let var = self.vars[v].clone();
+        // A handle on the variables (not a copy): updating takes `&mut self`.
+        let vars = self.vars.clone();
+        let var = &vars[v];
         for lod in 0..var.lods {
             let base = var.layer(lod, 0).ok_or_else(|| Error::new(ErrorKind::Internal, "layer missing"))?;
             if lod > 0 {
                 // This level's samples covering the changed boxes of the level below.
-                let halved = halve(&var, &boxes);
+                let halved = halve(var, &boxes);
                 let targets = chunks_touching(base, &halved);
-                self.build_level(&var, lod, &targets)?;
+                self.build_level(var, lod, &targets)?;
                 boxes = targets.iter().map(|c| chunk_bounds(base, c)).collect();
             }
             // The other partitionings of this level, from the first.
@@ -587,7 +589,7 @@ impl Dataset {
         let mask = var
             .stored_layer(lod, MASK_LAYER | (layer.layer_id & 0xff) as u8)
             .ok_or_else(|| invalid(format!("variable {:?} keeps no missing-value mask", var.name)))?;
-        let n = wire::to_usize(region.check_within(&mask.shape, &format!("variable {:?}", var.name))?, "region element count")?;
+        let n = wire::to_usize(region.check_within(&mask.shape, &format_args!("variable {:?}", var.name))?, "region element count")?;
         let mut out = Vec::new();
         self.reserve(&mut out, n, "a missing-value mask")?;
         self.read_layer(mask, region, order, &mut out)?;

@@ -7,6 +7,7 @@ use super::Dataset;
 use crate::commit::{body_start, slot_offset, slot_size, CommitSlot};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::index::{Entry, Key, PageReader};
+use crate::spec::DescriptorJson;
 use crate::spec::Variable;
 use crate::storage::{FileStorage, Storage};
 use std::fs::OpenOptions as FsOpenOptions;
@@ -522,7 +523,7 @@ impl Dataset {
 
     /// Writes a new container into `storage` holding this commit's contents.
     pub(super) fn copy_into(&self, storage: Arc<dyn Storage>, tmp: Option<&Path>, fold: Fold) -> Result<Dataset> {
-        let mut desc = self.desc.clone();
+        let mut desc = DescriptorJson::clone(&self.desc);
         if fold == Fold::IntoContainer {
             desc.slots.clear();
         }

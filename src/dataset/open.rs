@@ -31,19 +31,45 @@ impl NewHead {
     /// # Errors
     /// `InvalidArgument` when the descriptor would be too large or would
     /// not read back (attributes nested too deeply, among others).
-    pub(super) fn new(mut desc: DescriptorJson, compact: bool, memory_limit: u64) -> Result<NewHead> {
+    pub(super) fn new(desc: DescriptorJson, compact: bool, memory_limit: u64) -> Result<NewHead> {
+        NewHead::make(desc, compact, memory_limit, false)
+    }
+
+    /// [`NewHead::new`] for a descriptor not yet checked by
+    /// [`DescriptorJson::validate`], without external-file slots (whose
+    /// names are the one rule a builder checks more strictly than a file,
+    /// SPEC.md 8). Reading it back checks every rule; only when that fails
+    /// is it validated as a builder's, so that the error says what is wrong
+    /// with the description, as the builder's own check would. Creating many
+    /// containers of one schema then checks their descriptor once (the
+    /// parser's memo).
+    pub(super) fn unvalidated(desc: DescriptorJson, compact: bool, memory_limit: u64) -> Result<NewHead> {
+        debug_assert!(desc.slots.is_empty());
+        NewHead::make(desc, compact, memory_limit, true)
+    }
+
+    fn make(mut desc: DescriptorJson, compact: bool, memory_limit: u64, validate_on_error: bool) -> Result<NewHead> {
         layout::mark(&mut desc, compact);
         let json = desc.to_bytes();
-        crate::spec::check_size(&json).map_err(invalid)?;
+        let failed = |e: Error| {
+            if validate_on_error {
+                desc.validate(ErrorKind::InvalidArgument)?;
+            }
+            Err(e)
+        };
+        if let Err(e) = crate::spec::check_size(&json) {
+            return failed(invalid(e));
+        }
         // Through the parser's memo: files of one schema have the same bytes.
-        let parsed = DescriptorJson::parse(&json, memory_limit)
-            .map_err(|e| invalid(format!("the descriptor would not read back: {}", e.message())))?;
-        Ok(NewHead { json, parsed, compact })
+        match DescriptorJson::parse(&json, memory_limit) {
+            Ok(parsed) => Ok(NewHead { json, parsed, compact }),
+            Err(e) => failed(invalid(format!("the descriptor would not read back: {}", e.message()))),
+        }
     }
 
     /// The descriptor (as read back) and the layout, to change and make anew.
     pub(super) fn into_descriptor(self) -> (DescriptorJson, bool) {
-        (self.parsed.0, self.compact)
+        (Arc::unwrap_or_clone(self.parsed.0), self.compact)
     }
 }
 
@@ -212,9 +238,9 @@ impl Dataset {
 pub(super) struct Snapshot {
     pub(super) line1: u64,
     pub(super) commit: CommitSlot,
-    pub(super) desc: DescriptorJson,
-    pub(super) axes: Vec<Axis>,
-    pub(super) vars: Vec<Variable>,
+    pub(super) desc: Arc<DescriptorJson>,
+    pub(super) axes: Arc<Vec<Axis>>,
+    pub(super) vars: Arc<Vec<Variable>>,
     pub(super) read_only: bool,
 }
 

@@ -48,7 +48,7 @@ impl Dataset {
     pub fn read_vec<T: Element + Default>(&self, var: impl VarRef, region: &Region, order: Order) -> Result<Vec<T>> {
         let v = var.index_in(self)?;
         self.check_type(v, T::DTYPE)?;
-        let n = region.check_within(&self.vars[v].shape, &format!("variable {:?}", self.vars[v].name))?;
+        let n = region.check_within(&self.vars[v].shape, &format_args!("variable {:?}", self.vars[v].name))?;
         let n = wire::to_usize(n, "region element count")?;
         let bytes = wire::mul(n as u64, std::mem::size_of::<T>() as u64, "region byte size")?;
         if bytes > self.memory_limit {

@@ -159,7 +159,7 @@ impl Dataset {
         }
         let len = file.metadata().map_err(|e| Error::io(format!("reading the length of {}", path.display()), e))?.len();
         let storage: std::sync::Arc<dyn crate::storage::Storage> = std::sync::Arc::new(crate::storage::FileStorage::new(file));
-        self.desc.slots.push(json);
+        self.desc_mut().slots.push(json);
         self.slot_files.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(Some(storage));
         self.slot_ends.push(Some(len));
         self.desc_dirty = true;

@@ -86,21 +86,23 @@ impl Dataset {
         // Noted first, so that even a write that fails halfway is carried
         // into the other layers by the next commit.
         self.mark_dirty(v, region);
-        let layer = self.vars[v].layers[0].clone();
-        let (dtype, quant) = (self.vars[v].dtype, self.vars[v].quant);
+        // A handle on the variables (not a copy): writing takes `&mut self`.
+        let vars = self.vars.clone();
+        let layer = &vars[v].layers[0];
+        let (dtype, quant) = (vars[v].dtype, vars[v].quant);
         match quant {
             Some(q) if as_type != q.storage => {
-                let n = self.check_request_as(&layer, dtype.size(), region, data.len())?;
+                let n = self.check_request_as(layer, dtype.size(), region, data.len())?;
                 let mut ints = Vec::new();
                 self.reserve(&mut ints, n * layer.esize(), "the quantized integers of a region")?;
                 quant::to_integers(&q, dtype, data, &mut ints);
-                self.write_layer(&layer, region, order, &ints)?;
+                self.write_layer(layer, region, order, &ints)?;
             }
-            _ => self.write_layer(&layer, region, order, data)?,
+            _ => self.write_layer(layer, region, order, data)?,
         }
         // The mask after the values, whose write checks the region and buffer first.
-        if let Some(mask) = self.vars[v].masks.first().cloned() {
-            let n = wire::to_usize(region.check_within(&mask.shape, &format!("variable {:?}", mask.name))?, "region element count")?;
+        if let Some(mask) = vars[v].masks.first() {
+            let n = wire::to_usize(region.check_within(&mask.shape, &format_args!("variable {:?}", mask.name))?, "region element count")?;
             let mut present = Vec::new();
             let bits: &[u8] = match missing {
                 Some(m) => m,
@@ -109,7 +111,7 @@ impl Dataset {
                     &present
                 }
             };
-            self.write_layer(&mask, region, order, bits)?;
+            self.write_layer(mask, region, order, bits)?;
         }
         Ok(())
     }

@@ -13,6 +13,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::wire;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 /// The feature flags of a file, in the manner of ext4: names this library must
 /// know to write (`ro_compat`) or to read at all (`incompat`).
@@ -126,8 +127,10 @@ pub(crate) struct SlotJson {
 }
 
 /// A parsed and validated descriptor: the JSON, the axes, the variables, and
-/// whether an unknown `ro_compat` feature forbids writing.
-pub(crate) type Parsed = (DescriptorJson, Vec<Axis>, Vec<Variable>, bool);
+/// whether an unknown `ro_compat` feature forbids writing. Shared: datasets
+/// opened from the same bytes hold one copy, and a writer copies it when it
+/// first changes it (`Arc::make_mut`).
+pub(crate) type Parsed = (Arc<DescriptorJson>, Arc<Vec<Axis>>, Arc<Vec<Variable>>, bool);
 
 /// The descriptor, SPEC.md section 3.
 #[derive(Serialize, Deserialize, Clone, Debug)]
@@ -187,27 +190,28 @@ impl DescriptorJson {
     pub(crate) fn parse(bytes: &[u8], memory_limit: u64) -> Result<Parsed> {
         // Opening many files of one schema parses the same bytes each time:
         // the last few small descriptors parsed are kept with their result,
-        // which is a function of the bytes alone. Only results of a few
+        // which is a function of the bytes alone, and a hit shares it (a
+        // writer copies it when it first changes it). Only results of a few
         // layers are kept (a short descriptor can declare many levels and
-        // partitionings, each a variable in memory), and a hit is copied
-        // after the lock is released. The parse cost is kept too: a smaller
-        // limit than the one the bytes were first parsed under still counts.
+        // partitionings, each a variable in memory), so that the memo holds
+        // little. The parse cost is kept too: a smaller limit than the one
+        // the bytes were first parsed under still counts.
         const KEEP: usize = 4;
         const KEEP_BYTES: usize = 16 << 10;
         const KEEP_LAYERS: usize = 64;
-        type Recent = Vec<(Vec<u8>, u64, std::sync::Arc<Parsed>)>;
+        type Recent = Vec<(Vec<u8>, u64, Parsed)>;
         static RECENT: std::sync::Mutex<Recent> = std::sync::Mutex::new(Vec::new());
         let keep = bytes.len() <= KEEP_BYTES;
         if keep {
             let hit = RECENT.lock().ok().and_then(|r| r.iter().find(|(b, _, _)| b == bytes).map(|(_, c, p)| (*c, p.clone())));
             if let Some((cost, parsed)) = hit {
                 check_parse_cost(cost, bytes.len(), memory_limit)?;
-                return Ok((*parsed).clone());
+                return Ok(parsed);
             }
         }
         let (parsed, cost) = DescriptorJson::parse_costed(bytes, memory_limit)?;
         if keep && parsed.2.iter().map(|v| 1 + v.layers.len()).sum::<usize>() <= KEEP_LAYERS {
-            let kept = std::sync::Arc::new(parsed.clone());
+            let kept = parsed.clone();
             if let Ok(mut recent) = RECENT.lock() {
                 if !recent.iter().any(|(b, _, _)| b == bytes) {
                     recent.truncate(KEEP - 1);
@@ -256,7 +260,7 @@ impl DescriptorJson {
         }
         let read_only = d.features.ro_compat.iter().any(|f| !KNOWN_FEATURES.contains(&f.as_str()));
         let (axes, vars) = d.validate(ErrorKind::Corrupt)?;
-        Ok(((d, axes, vars, read_only), cost))
+        Ok(((Arc::new(d), Arc::new(axes), Arc::new(vars), read_only), cost))
     }
 
     /// Checks every structural rule of SPEC.md section 3 and derives the typed
