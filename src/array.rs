@@ -325,8 +325,15 @@ pub(crate) fn block_is_constant(spans: &[Span], esize: usize, src: &[u8], src0: 
 
 /// Element strides of an array of `shape` in the given order.
 pub(crate) fn strides(shape: &[usize], order: Order) -> Vec<usize> {
+    let mut st = vec![1usize; shape.len()];
+    strides_into(shape, order, &mut st);
+    st
+}
+
+/// [`strides`] into `st` (as long as `shape`), without allocating.
+pub(crate) fn strides_into(shape: &[usize], order: Order, st: &mut [usize]) {
     let n = shape.len();
-    let mut st = vec![1usize; n];
+    st.fill(1);
     match order {
         Order::C => {
             for d in (0..n.saturating_sub(1)).rev() {
@@ -339,7 +346,6 @@ pub(crate) fn strides(shape: &[usize], order: Order) -> Vec<usize> {
             }
         }
     }
-    st
 }
 
 #[cfg(test)]

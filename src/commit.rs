@@ -123,8 +123,9 @@ impl CommitSlot {
     pub(crate) fn decode(b: &[u8], which: u64, head_len: u64) -> Result<CommitSlot> {
         let size = slot_size(head_len) as usize;
         let offset = head_len + which * size as u64;
-        let object = format!("commit slot {which}");
-        let bad = |detail: String| Error::corrupt(object.clone(), 0, offset, detail);
+        // Named only when something is wrong: opening decodes both slots.
+        let object = || format!("commit slot {which}");
+        let bad = |detail: String| Error::corrupt(object(), 0, offset, detail);
         let Some(b) = b.get(..size) else {
             return Err(bad(format!("the file ends inside the slot's {size} bytes")));
         };
@@ -140,7 +141,7 @@ impl CommitSlot {
         if major != FORMAT_MAJOR {
             return Err(Error::new(
                 ErrorKind::UnsupportedVersion,
-                format!("{object} was written by format version {major}, this library reads {FORMAT_MAJOR}"),
+                format!("{} was written by format version {major}, this library reads {FORMAT_MAJOR}", object()),
             ));
         }
         let page_size = get_u32(b, 12);

@@ -447,14 +447,14 @@ pub(super) fn find_head(storage: &dyn Storage, file_len: u64) -> Result<Head> {
     // build_head reserves twice the descriptor plus 1 KiB, rounded up (the
     // compact layout less).
     let limit = file_len.min(2 * MAX_DESCRIPTOR_BYTES + 2 * crate::commit::HEAD_ALIGN);
-    let mut newlines = Vec::with_capacity(2);
-    let mut first_line = Vec::new();
+    let mut newlines = [0u64; 2];
+    let mut found = 0;
     // The first read goes straight into `first` (sized to the file when it
     // is small); a longer head is scanned through a second buffer.
     let mut first = vec![0u8; STEP.min(limit) as usize];
     let mut buf = Vec::new();
     let mut pos = 0u64;
-    while newlines.len() < 2 && pos < limit {
+    while found < 2 && pos < limit {
         let n = STEP.min(limit - pos) as usize;
         let chunk = if pos == 0 {
             &mut first[..n]
@@ -463,18 +463,18 @@ pub(super) fn find_head(storage: &dyn Storage, file_len: u64) -> Result<Head> {
             &mut buf[..n]
         };
         storage.read_at(pos, chunk).map_err(|e| Error::io("reading the head", e))?;
-        if pos == 0 {
-            first_line = chunk[..n.min(32)].to_vec();
-        }
         let mut from = 0;
-        while newlines.len() < 2 {
+        while found < 2 {
             let Some(i) = find_newline(&chunk[from..]) else { break };
-            newlines.push(pos + (from + i) as u64);
+            newlines[found] = pos + (from + i) as u64;
+            found += 1;
             from += i + 1;
         }
         pos += n as u64;
     }
-    let Some(&nl1) = newlines.first().filter(|&&p| p < 32) else {
+    // The first read (into `first`) was of at least 32 bytes, or of the whole file.
+    let first_line = &first[..first.len().min(32)];
+    let Some(&nl1) = newlines[..found].first().filter(|&&p| p < 32) else {
         let shown = &first_line[..first_line.len().min(16)];
         if file_len == 0 {
             return Err(Error::corrupt("version line", 0, 0, "the file is empty"));
@@ -487,7 +487,7 @@ pub(super) fn find_head(storage: &dyn Storage, file_len: u64) -> Result<Head> {
         ));
     };
     crate::spec::parse_version_line(&first_line[..nl1 as usize])?;
-    let Some(&nl2) = newlines.get(1) else {
+    let Some(&nl2) = newlines[..found].get(1) else {
         return Err(Error::corrupt("descriptor", 0, nl1 + 1, "the descriptor line has no end"));
     };
     let head_len = nl2 + 1;

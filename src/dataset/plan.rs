@@ -2,10 +2,10 @@
 //! each chunk holds (its plan), the valid part of edge chunks, and the
 //! pipeline that spreads codec work over the cores.
 
-use crate::array::{fill_block, strides, Order, Region, Span};
+use crate::array::{fill_block, strides, strides_into, Order, Region, Span};
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::Key;
-use crate::spec::Variable;
+use crate::spec::{Variable, MAX_DIMS};
 use crate::wire::{self};
 
 pub(super) fn chunk_key(var: &Variable, coords: &[u64]) -> Key {
@@ -195,16 +195,27 @@ pub(super) fn for_each_chunk(
 ) -> Result<()> {
     let n = var.shape.len();
     let (start, shape, step) = (region.start(), region.shape(), region.step());
+    if n > MAX_DIMS || [start.len(), shape.len(), step.len(), var.chunk.len(), var.grid.len()].iter().any(|&l| l != n) {
+        return Err(Error::new(ErrorKind::Internal, format!("a region of {} axes over a variable of {n}", shape.len())));
+    }
     let [mn, mp] = var.margin;
     let (ext_lo, ext_hi) = if padded { (mn, mp) } else { (0, 0) };
     // Sizes below are bounded by the chunk size (<= 256 MiB) or the caller's buffer, so they fit usize.
-    let cdims: Vec<usize> = var.stored_chunk().iter().map(|&c| c as usize).collect();
-    let cst = strides(&cdims, Order::C);
-    let bdims: Vec<usize> = shape.iter().map(|&s| s as usize).collect();
-    let bst = strides(&bdims, order);
-    let lo: Vec<u64> = (0..n).map(|d| start[d].saturating_sub(ext_hi) / var.chunk[d]).collect();
-    let hi: Vec<u64> = (0..n).map(|d| ((start[d] + (shape[d] - 1) * step[d] + ext_lo) / var.chunk[d]).min(var.grid[d] - 1)).collect();
-    let mut coords = lo.clone();
+    // At most MAX_DIMS axes: on the stack, since small reads come here once each.
+    let (mut cdims, mut cst, mut bdims, mut bst) = ([0usize; MAX_DIMS], [0usize; MAX_DIMS], [0usize; MAX_DIMS], [0usize; MAX_DIMS]);
+    let (mut lo, mut hi) = ([0u64; MAX_DIMS], [0u64; MAX_DIMS]);
+    for d in 0..n {
+        cdims[d] = (var.chunk[d] + mn + mp) as usize;
+        bdims[d] = shape[d] as usize;
+        lo[d] = start[d].saturating_sub(ext_hi) / var.chunk[d];
+        hi[d] = ((start[d] + (shape[d] - 1) * step[d] + ext_lo) / var.chunk[d]).min(var.grid[d] - 1);
+    }
+    let (cdims, bdims, lo, hi) = (&cdims[..n], &bdims[..n], &lo[..n], &hi[..n]);
+    strides_into(cdims, Order::C, &mut cst[..n]);
+    strides_into(bdims, order, &mut bst[..n]);
+    let mut coords_buf = [0u64; MAX_DIMS];
+    let coords = &mut coords_buf[..n];
+    coords.copy_from_slice(lo);
     let mut spans = vec![Span { count: 0, src: 0, dst: 0 }; n];
     'chunks: loop {
         let (mut src0, mut dst0, mut covers) = (0usize, 0usize, true);
@@ -232,7 +243,7 @@ pub(super) fn for_each_chunk(
             covers &= step[d] == 1 && first == c0 && count == c_end - c0;
         }
         if !empty {
-            f(&coords, &ChunkPlan { spans: spans.clone(), src0, dst0, covers_chunk: covers })?;
+            f(coords, &ChunkPlan { spans: spans.clone(), src0, dst0, covers_chunk: covers })?;
         }
         // Next chunk, last axis fastest.
         let mut d = n;
