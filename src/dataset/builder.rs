@@ -359,7 +359,7 @@ impl DatasetBuilder {
         // validation, and reading the head back validates it (once per schema).
         let counted =
             desc.axes.len() <= MAX_DIMS && desc.variables.len() <= MAX_VARIABLES && desc.variables.iter().all(|v| v.axes.len() <= MAX_DIMS);
-        if counted && desc.slots.is_empty() {
+        if counted && desc.builder_rules_are_a_files() {
             let compact = self.layout.is_compact_for(&desc);
             return NewHead::unvalidated(desc, compact, DEFAULT_MEMORY_LIMIT);
         }

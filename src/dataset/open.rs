@@ -36,15 +36,15 @@ impl NewHead {
     }
 
     /// [`NewHead::new`] for a descriptor not yet checked by
-    /// [`DescriptorJson::validate`], without external-file slots (whose
-    /// names are the one rule a builder checks more strictly than a file,
-    /// SPEC.md 8). Reading it back checks every rule; only when that fails
-    /// is it validated as a builder's, so that the error says what is wrong
-    /// with the description, as the builder's own check would. Creating many
+    /// [`DescriptorJson::validate`], one a builder checks by a file's rules
+    /// ([`DescriptorJson::builder_rules_are_a_files`]). Reading it back
+    /// checks every rule; only when that fails is it validated as a
+    /// builder's, so that the error says what is wrong with the
+    /// description, as the builder's own check would. Creating many
     /// containers of one schema then checks their descriptor once (the
     /// parser's memo).
     pub(super) fn unvalidated(desc: DescriptorJson, compact: bool, memory_limit: u64) -> Result<NewHead> {
-        debug_assert!(desc.slots.is_empty());
+        debug_assert!(desc.builder_rules_are_a_files());
         NewHead::make(desc, compact, memory_limit, true)
     }
 

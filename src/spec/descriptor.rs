@@ -275,6 +275,15 @@ impl DescriptorJson {
         })
     }
 
+    /// Whether a builder's rules for this descriptor are exactly a file's,
+    /// so that reading its bytes back checks it as the builder would: true
+    /// unless it lists an external-file slot, whose name a builder confines
+    /// (the one place `check_rules` tells the two apart; a rule added for
+    /// builders alone must be reflected here).
+    pub(crate) fn builder_rules_are_a_files(&self) -> bool {
+        self.slots.is_empty()
+    }
+
     /// Every limit on a count is checked before the list it bounds is
     /// walked, and names are checked for uniqueness with sets, so that the
     /// work is linear in the descriptor's size.
@@ -533,6 +542,7 @@ impl DescriptorJson {
         for s in &self.slots {
             // A builder's names must be confined; a file's are checked when a
             // slot is opened, where the caller may allow more (SPEC.md 8).
+            // (The difference `builder_rules_are_a_files` names.)
             if from_file {
                 check_name("slot", &s.name)?;
             } else {
