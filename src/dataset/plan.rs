@@ -205,7 +205,7 @@ pub(super) fn for_each_chunk(
     let (mut cdims, mut cst, mut bdims, mut bst) = ([0usize; MAX_DIMS], [0usize; MAX_DIMS], [0usize; MAX_DIMS], [0usize; MAX_DIMS]);
     let (mut lo, mut hi) = ([0u64; MAX_DIMS], [0u64; MAX_DIMS]);
     for d in 0..n {
-        cdims[d] = (var.chunk[d] + mn + mp) as usize;
+        cdims[d] = var.stored_extent(d) as usize;
         bdims[d] = shape[d] as usize;
         lo[d] = start[d].saturating_sub(ext_hi) / var.chunk[d];
         hi[d] = ((start[d] + (shape[d] - 1) * step[d] + ext_lo) / var.chunk[d]).min(var.grid[d] - 1);

@@ -357,7 +357,11 @@ impl Variable {
     /// The shape of a stored chunk of the first partitioning: the chunk
     /// shape plus both margins.
     pub(crate) fn stored_chunk(&self) -> Vec<u64> {
-        self.chunk.iter().map(|&c| c + self.margin[0] + self.margin[1]).collect()
+        (0..self.chunk.len()).map(|d| self.stored_extent(d)).collect()
+    }
+    /// Axis `d` of [`Variable::stored_chunk`], without collecting the rest.
+    pub(crate) fn stored_extent(&self, d: usize) -> u64 {
+        self.chunk[d] + self.margin[0] + self.margin[1]
     }
     /// Whether the variable keeps a missing-value bitmask.
     pub fn has_mask(&self) -> bool {
