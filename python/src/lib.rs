@@ -11,6 +11,7 @@
 //! Python threads read one dataset in parallel: a read takes the dataset's
 //! lock shared, a write exclusively.
 
+mod arrays;
 mod create;
 mod dataset;
 mod errors;
