@@ -5,7 +5,8 @@
     python3 bench/peers.py --suite b-zstd   # one variant of suite b alone: b-raw, b-deflate or b-zstd
 
 Systems: a plain file (the floor), libvds (through its Python package,
-python/, a PyO3 extension), h5py, netCDF4, zarr v3, tensorstore (zarr v3 driver), ds-format,
+python/, a PyO3 extension; in suite a also its whole-file calls,
+vds.save and vds.load, as "libvds save/load"), h5py, netCDF4, zarr v3, tensorstore (zarr v3 driver), ds-format,
 blosc2 and TileDB. Every table gives each
 system's median time, throughput and size on disk, its time divided by
 libvds's, and by the floor's. Files are written without fsync by all
@@ -141,6 +142,18 @@ class Vds:
 
     def finish(self, h):
         h.close()
+
+
+class VdsFiles(Vds):
+    """libvds through its whole-file calls, vds.save and vds.load (suite a: as ds-format's write and read)."""
+    name = "libvds save/load"
+
+    def write(self, path, a, chunks, codec):
+        vds.save(path, {"v": a}, dims={"v": DIMS[: a.ndim]}, chunks=None if chunks is None else {"v": list(chunks)},
+                 codec=codec, overwrite=True, sync=False)
+
+    def read(self, path, dtype, shape):
+        return vds.load(path)["v"]
 
 
 class H5:
@@ -384,6 +397,8 @@ class TileDb:
 
 
 SYSTEMS = [Floor(), Vds(), H5(), Nc(), Zarr(), Ts(), Ds(), Blosc(), TileDb()]
+# Suite a (many small files, the ds-format paper's workloads) also times libvds's whole-file calls.
+SUITE_A = SYSTEMS[:2] + [VdsFiles()] + SYSTEMS[2:]
 
 
 def table(title, rows):
@@ -409,8 +424,8 @@ def suite_a(o):
     os.makedirs(d, exist_ok=True)
     rows = []
     for label, a in [("tiny files (one int64)", np.array([42], np.int64)), ("small files (arange(1000) int64)", np.arange(1000, dtype=np.int64))]:
-        for s in SYSTEMS:
-            paths = [os.path.join(d, f"{s.name.replace(' ', '_')}{i}{s.ext}") for i in range(n)]
+        for s in SUITE_A:
+            paths = [os.path.join(d, f"{s.name.replace(' ', '_').replace('/', '_')}{i}{s.ext}") for i in range(n)]
             w = median_time(3, lambda: [s.write(p, a, None, None) for p in paths])
             r = median_time(3, lambda: [s.read(p, a.dtype, a.shape) for p in paths])
             assert np.array_equal(s.read(paths[0], a.dtype, a.shape), a), s.name
@@ -418,8 +433,8 @@ def suite_a(o):
             rows.append((f"read {n} {label}", s.name, r, a.nbytes * n, 0))
     planes = 20 if o.quick else 100
     a = (np.arange(planes * 1000 * 1000, dtype=np.float64) % 7919).reshape(planes, 1000, 1000)
-    for s in SYSTEMS:
-        p = os.path.join(d, "large" + s.ext)
+    for s in SUITE_A:
+        p = os.path.join(d, s.name.replace(' ', '_').replace('/', '_') + "large" + s.ext)
         w = median_time(3, lambda: s.write(p, a, (1, 250, 1000), None))
         r = median_time(3, lambda: s.read(p, a.dtype, a.shape))
         rows.append((f"write large ({planes}x1000x1000 float64)", s.name, w, a.nbytes, size_of(p)))

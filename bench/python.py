@@ -11,7 +11,8 @@ read of the 512^3 (256^3) float32 volume in 64^3 chunks, uncompressed,
 deflate level 1 and zstd level 1 with shuffle, each read opening the file
 afresh, into a new array and into one reused array (as the native
 benchmark reads). Tiny files are also read through the compiled core alone
-(vds._vds), which shows what the Python layer adds. Prints a Markdown
+(vds._vds), which shows what the Python layer adds, and read and written
+with the whole-file calls vds.load and vds.save. Prints a Markdown
 table with each time divided by the native one (the better of its two runs).
 """
 
@@ -87,8 +88,13 @@ def main():
             d.read(0, 0, [0], [1], out)
             d.close()
 
+    def load():
+        for p in paths:
+            vds.load(p)["v"]
+
     # Each loop takes a millisecond or two: the median of 15 steadies them on a busy machine.
-    tiny = [("vds package", median_time(15, api)), ("compiled core only", median_time(15, core))]
+    tiny = [("vds package", median_time(15, api)), ("compiled core only", median_time(15, core)),
+            ("`vds.load`, one call", median_time(15, load))]
 
     # Writing tiny files, against Python's own plain-file write of the same 8 bytes (the floor).
     value = np.array([42], np.int64)
@@ -106,9 +112,15 @@ def main():
                 f.write(value.tobytes())
                 f.truncate()
 
+    def save_vds():
+        for p in paths:
+            vds.save(p, {"v": value}, dims={"v": ["x"]}, chunks={"v": [1]}, overwrite=True, sync=False)
+
     floor_write = median_time(5, write_plain)
     writes = [(f"write a tiny file ({files} files), vds package, against Python's plain-file write", floor_write,
-               median_time(5, write_vds))]
+               median_time(5, write_vds)),
+              (f"write a tiny file ({files} files), `vds.save`, against Python's plain-file write", floor_write,
+               median_time(5, save_vds))]
 
     n = 256 if o.quick else 512
     vol = volume(n)

@@ -15,6 +15,7 @@ mod arrays;
 mod create;
 mod dataset;
 mod errors;
+mod files;
 mod json;
 mod segy;
 
@@ -29,6 +30,8 @@ fn _vds(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dataset::create_fragment, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::recover, m)?)?;
     m.add_function(wrap_pyfunction!(create::create, m)?)?;
+    m.add_function(wrap_pyfunction!(files::save, m)?)?;
+    m.add_function(wrap_pyfunction!(files::load, m)?)?;
     m.add_function(wrap_pyfunction!(segy::import_segy, m)?)?;
     m.add_function(wrap_pyfunction!(segy::export_segy, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -15,6 +15,10 @@
         trace = amp[3, -1, ::-2]     # negative indices and steps
         whole = np.asarray(amp)
 
+    # A whole small file in one call each way, as numpy.savez and numpy.load:
+    vds.save("small.vds", {"t": np.arange(10.0)}, attrs={"station": "A"})
+    t = vds.load("small.vds")["t"]
+
 Every libvds error is raised as a subclass of :class:`vds.errors.VdsError`
 carrying the library's message. Reads and writes release the GIL, so
 threads read one dataset in parallel.
@@ -55,7 +59,7 @@ __version__ = _vds.__version__
 FORMAT_VERSION = tuple(_vds.FORMAT_VERSION)
 
 __all__ = [
-    "open", "create", "fragment", "recover", "publish", "from_xarray", "from_openvds", "to_openvds", "from_segy", "to_segy",
+    "open", "create", "save", "load", "fragment", "recover", "publish", "from_xarray", "from_openvds", "to_openvds", "from_segy", "to_segy",
     "Dataset", "Variable", "Axis", "Attributes", "errors",
     "VdsError", "InvalidArgumentError", "NotFoundError", "AlreadyExistsError", "CorruptFileError", "VdsIOError",
     "UnsupportedError", "TypeMismatchError", "OutOfRangeError", "ReadOnlyError", "LockedError", "OutOfMemoryError",
@@ -123,6 +127,50 @@ def _names(value, what):
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise InvalidArgumentError(f"{what} is a sequence of names, not {value!r}")
     return list(value)
+
+
+def save(path: str | os.PathLike[str], data: Mapping[str, Any], *, dims: Mapping[str, Sequence[str]] | None = None,
+         attrs: Mapping[str, Any] | None = None, chunks: Mapping[str, Sequence[int]] | None = None, codec: Any = None,
+         overwrite: bool = False, sync: bool = True) -> None:
+    """Writes the arrays of ``data`` (a dict from variable name to array) as a new container, in one call.
+
+    The whole-file counterpart of :func:`create`, as ``numpy.savez`` is of
+    a file opened for writing: the container is created, written,
+    committed and closed without a Python object in between, which is what
+    a small file costs most. ``dims`` names each variable's axes (a dict
+    from variable name to axis names); without it a variable's axes are
+    ``dim_0``, ``dim_1``, ... (as xarray names them), and axes that share a
+    name must share a length. ``attrs``: the dataset's attributes.
+    ``chunks``: a dict from variable name to chunk shape (default: the
+    library's chunking). ``codec`` applies to every variable, in any form
+    :func:`create` takes (default: uncompressed). ``overwrite`` and
+    ``sync`` as in :func:`create`. Values that are not NumPy arrays go
+    through ``numpy.asarray``; arrays keep their dtype (int8 to uint64,
+    float32, float64, bool; others raise :class:`TypeMismatchError`).
+
+    Read it back with :func:`load`, or with :func:`open` for regions,
+    attributes and the rest.
+    """
+    _vds.save(os.fsdecode(path), data if type(data) is dict else dict(data), dims if dims is None or type(dims) is dict else dict(dims),
+              attrs, chunks if chunks is None or type(chunks) is dict else dict(chunks),
+              None if codec is None else _codec_spec(codec), overwrite, sync)
+
+
+def load(path: str | os.PathLike[str], names: Sequence[str] | None = None, *, memory_limit: int | None = None) -> dict[str, np.ndarray]:
+    """Reads every variable of the container at ``path`` (or those in ``names``) whole, in one call.
+
+    Returns a dict from variable name to a new C-order NumPy array of the
+    variable's values (level 0; a quantized variable's values, not its
+    stored integers; a masked variable's values as written, its mask
+    through :func:`open`), in the file's order of variables. Their total is checked
+    against ``memory_limit`` (default 1 GiB) before anything is read:
+    :class:`OutOfMemoryError` beyond it. For regions, levels of detail,
+    masks, attributes and coordinates, use :func:`open`.
+    """
+    if names is not None:
+        names = _names(names, "names")
+    limit = DEFAULT_MEMORY_LIMIT if memory_limit is None else _size(memory_limit, "memory_limit")
+    return _vds.load(os.fsdecode(path), names, limit)
 
 
 def fragment(path: str | os.PathLike[str], name: str) -> Dataset:

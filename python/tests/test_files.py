@@ -1,0 +1,170 @@
+"""vds.save and vds.load, the whole-file calls, against NumPy references and
+against what vds.open and vds.create see of the same files."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import vds
+from conftest import DTYPES, reference
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_dtype_round_trips_and_reads_as_open_sees_it(tmp_path, rng, dtype):
+    ref = reference(rng, (9, 4, 3), dtype)
+    path = tmp_path / f"{dtype}.vds"
+    vds.save(path, {"v": ref, "f": np.asfortranarray(ref), "row": ref[:, 1, 2]})
+    got = vds.load(path)
+    assert list(got) == ["v", "f", "row"]
+    for name, want in [("v", ref), ("f", ref), ("row", ref[:, 1, 2])]:
+        assert got[name].dtype == ref.dtype and got[name].flags.c_contiguous
+        np.testing.assert_array_equal(got[name], want)
+    with vds.open(path) as ds:
+        assert ds["v"].dims == ("dim_0", "dim_1", "dim_2") and ds["row"].dims == ("dim_0",)
+        assert {n: a.size for n, a in ds.axes.items()} == {"dim_0": 9, "dim_1": 4, "dim_2": 3}
+        np.testing.assert_array_equal(ds["f"][...], ref)
+
+
+def test_inputs_that_are_not_plain_arrays_are_converted(tmp_path, rng):
+    ref = reference(rng, (6, 8), "int32")
+    path = tmp_path / "c.vds"
+    vds.save(path, {"strided": ref[::2, ::-1], "big_endian": ref.astype(">i4"), "listed": [[1, 2], [3, 4]],
+                    "floats": [0.5, 1.5]}, dims={"strided": ["a", "b"], "big_endian": ["c", "d"], "listed": ["e", "e2"],
+                                                  "floats": ["e"]})
+    got = vds.load(path)
+    np.testing.assert_array_equal(got["strided"], ref[::2, ::-1])
+    assert got["big_endian"].dtype == np.dtype("int32")
+    np.testing.assert_array_equal(got["big_endian"], ref)
+    np.testing.assert_array_equal(got["listed"], np.array([[1, 2], [3, 4]]))
+    np.testing.assert_array_equal(got["floats"], [0.5, 1.5])
+
+
+def test_dims_attrs_chunks_and_codec_are_kept(tmp_path, rng):
+    amp = rng.standard_normal((10, 12, 16)).astype(np.float32)
+    flags = rng.integers(0, 2, (10, 12)).astype(bool)
+    path = tmp_path / "meta.vds"
+    vds.save(path, {"amp": amp, "flags": flags}, dims={"amp": ["il", "xl", "t"], "flags": ("il", "xl")},
+             attrs={"survey": "north", "scale": np.float32(0.5)}, chunks={"amp": [5, 6, 8]}, codec=("zstd", 3), sync=False)
+    with vds.open(path) as ds:
+        assert list(ds.axes) == ["il", "xl", "t"]
+        assert dict(ds.attrs) == {"survey": "north", "scale": 0.5}
+        assert ds["amp"].chunks == (5, 6, 8) and ds["amp"].codec["id"] == "zstd" and ds["amp"].codec["level"] == 3
+        assert ds["flags"].dims == ("il", "xl") and ds["flags"].codec["id"] == "zstd"
+        np.testing.assert_array_equal(ds["amp"][2:7, ::3, -1], amp[2:7, ::3, -1])
+        assert ds.verify()["ok"]
+    got = vds.load(path, ["flags"])
+    assert list(got) == ["flags"]
+    np.testing.assert_array_equal(got["flags"], flags)
+
+
+def test_load_reads_what_indexing_reads_of_any_container(tmp_path, rng):
+    # Quantized, masked, with levels of detail: load gives level 0's values, as var[...] does.
+    ref = rng.uniform(-1, 1, (16, 16)).astype(np.float32)
+    missing = rng.random((16, 16)) < 0.2
+    path = tmp_path / "rich.vds"
+    with vds.create(path, axes=[("y", 16), ("x", 16)],
+                    variables={"q": {"dtype": "float32", "dims": ["y", "x"], "chunks": [8, 8], "quantization": ("uint16", -1, 1),
+                                     "lods": 2},
+                               "m": {"dtype": "float64", "dims": ["y", "x"], "chunks": [4, 4], "mask": True, "fill_value": -9.0}}) as ds:
+        ds["q"][...] = ref
+        ds["m"].write(..., ref.astype(np.float64), missing=missing)
+    got = vds.load(path)
+    with vds.open(path) as ds:
+        for name in ("q", "m"):
+            np.testing.assert_array_equal(got[name], ds[name][...])
+    np.testing.assert_allclose(got["q"], ref, atol=2 / 65535)
+    np.testing.assert_array_equal(got["m"], ref.astype(np.float64))  # values as written; the mask is vds.open's
+
+
+def test_memory_limit_is_checked_before_anything_is_read(tmp_path):
+    path = tmp_path / "m.vds"
+    vds.save(path, {"a": np.zeros(100_000), "b": np.zeros(100_000, np.int8)})
+    with pytest.raises(vds.OutOfMemoryError, match="900000 bytes of values, over the memory limit of 899999 bytes"):
+        vds.load(path, memory_limit=899_999)
+    assert vds.load(path, ["a"], memory_limit=800_000)["a"].shape == (100_000,)
+    assert vds.load(path, memory_limit=900_000)["b"].dtype == np.int8
+
+
+def test_errors_name_what_was_wrong(tmp_path):
+    path = tmp_path / "e.vds"
+    cases = [
+        ({}, vds.InvalidArgumentError, "holds no array"),
+        ({"a": np.float64(1.0)}, vds.InvalidArgumentError, "0-d array"),
+        ({"a": np.zeros(3), "b": np.zeros(4)}, vds.InvalidArgumentError, 'axis "dim_0" is 3 long in variable "a" and 4 in variable "b"'),
+        ({"s": np.array(["text"])}, vds.TypeMismatchError, 'variable "s": arrays of <U4 cannot be stored'),
+        ({"c": np.zeros(2, np.complex64)}, vds.TypeMismatchError, "complex64"),
+        ({"z": np.zeros(0)}, vds.InvalidArgumentError, "0 samples"),
+        ({1: np.zeros(2)}, vds.InvalidArgumentError, "variable names are strings"),
+        ({"m": np.ma.masked_array([1, 2], [0, 1])}, vds.InvalidArgumentError, 'variable "m" is a masked array'),
+    ]
+    for data, kind, message in cases:
+        with pytest.raises(kind, match=message):
+            vds.save(path, data)
+        assert not path.exists()
+    a = np.zeros((2, 3))
+    for kwargs, message in [(dict(dims={"a": "xy"}), "not the string 'xy'"),
+                            (dict(dims={"a": ["x"]}), r"2 axes \(\[2, 3\]\) but 1 names"),
+                            (dict(dims={"b": ["x", "y"]}), "dims names 'b', which is not in data"),
+                            (dict(chunks={"b": [1, 1]}), "chunks names 'b', which is not in data"),
+                            (dict(codec="zstq"), 'codec "zstq"'),
+                            (dict(attrs=[1, 2]), "attrs is a dict of JSON values"),
+                            (dict(attrs={"x": object()}), "attrs: a value of type object")]:
+        with pytest.raises(vds.InvalidArgumentError, match=message):
+            vds.save(path, {"a": a}, **kwargs)
+        assert not path.exists()
+    vds.save(path, {"a": a})
+    with pytest.raises(vds.AlreadyExistsError):
+        vds.save(path, {"a": a + 1})
+    np.testing.assert_array_equal(vds.load(path)["a"], a)
+    with pytest.raises(vds.NotFoundError, match='no variable "b" in .*e.vds \\(variables: a\\)'):
+        vds.load(path, ["b"])
+    with pytest.raises(vds.InvalidArgumentError, match="sequence of names"):
+        vds.load(path, "a")
+    with pytest.raises(vds.NotFoundError):
+        vds.load(tmp_path / "absent.vds")
+
+
+def test_a_refused_overwrite_leaves_the_old_file(tmp_path):
+    path = tmp_path / "o.vds"
+    vds.save(path, {"a": np.arange(5)})
+    # Everything is checked before the file is touched: a bad second array leaves the first save whole.
+    with pytest.raises(vds.TypeMismatchError):
+        vds.save(path, {"a": np.arange(5) * 2, "b": np.array([object()] * 5)}, overwrite=True)
+    np.testing.assert_array_equal(vds.load(path)["a"], np.arange(5))
+    vds.save(path, {"a": np.arange(3) * 2}, overwrite=True)
+    got = vds.load(path)
+    np.testing.assert_array_equal(got["a"], [0, 2, 4])
+    with vds.open(path) as ds:
+        assert ds.verify()["ok"]
+
+
+def test_a_damaged_file_raises_corrupt_file_error(tmp_path):
+    path = tmp_path / "d.vds"
+    vds.save(path, {"a": np.arange(100)})
+    data = bytearray(path.read_bytes())
+    data[-100] ^= 0xFF  # inside the stored chunk or the index page after it
+    path.write_bytes(bytes(data))
+    with pytest.raises(vds.CorruptFileError):
+        vds.load(path)
+
+
+def test_threads_save_and_load_files_at_once(tmp_path, rng):
+    arrays = [reference(rng, (50, 40), "float64") for _ in range(8)]
+    errors = []
+
+    def work(i):
+        try:
+            for round in range(20):
+                p = tmp_path / f"t{i}.vds"
+                vds.save(p, {"v": arrays[i] + round}, overwrite=True, sync=False)
+                np.testing.assert_array_equal(vds.load(p)["v"], arrays[i] + round)
+        except Exception as e:  # noqa: BLE001 (reported below, in the test's thread)
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(arrays))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
