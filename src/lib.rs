@@ -85,6 +85,6 @@ pub use error::{Error, ErrorKind, Location, Result};
 pub use serde_json;
 pub use spec::{
     Axis, Codec, Compression, DType, LodMethod, Predictor, Quantization, Scalar, Variable, FORMAT_MAJOR, FORMAT_MINOR, MAX_CHUNK_BYTES,
-    MAX_DIMS, MAX_LODS, MAX_MARGIN, MAX_PARTITIONINGS,
+    MAX_DIMS, MAX_LODS, MAX_MARGIN, MAX_PARTITIONINGS, MAX_VARIABLES,
 };
 pub use storage::{FileStorage, MemoryStorage, Storage};

@@ -51,7 +51,7 @@ impl Dataset {
     }
 
     /// Runs `f` on the open dataset under [`Dataset::shared`], with the GIL held.
-    fn with_now<T>(&self, py: Python<'_>, f: impl FnOnce(&vds::Dataset) -> Outcome<T>) -> PyResult<T> {
+    pub(crate) fn with_now<T>(&self, py: Python<'_>, f: impl FnOnce(&vds::Dataset) -> Outcome<T>) -> PyResult<T> {
         let guard = self.shared(py);
         let ds = guard.as_ref().ok_or(Failure::Closed).map_err(|e| to_py(py, e))?;
         f(ds).map_err(|e| to_py(py, e))
@@ -80,7 +80,7 @@ impl Dataset {
 /// Runs `f`, turning a panic (a bug in libvds) into an `InternalError`
 /// carrying the panic's message, rather than PyO3's `PanicException`,
 /// which is not an `Exception` and would escape ordinary handlers.
-fn catch_panic<T>(f: impl FnOnce() -> Outcome<T>) -> Outcome<T> {
+pub(crate) fn catch_panic<T>(f: impl FnOnce() -> Outcome<T>) -> Outcome<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
         let what = payload
             .downcast_ref::<&str>()
@@ -93,9 +93,9 @@ fn catch_panic<T>(f: impl FnOnce() -> Outcome<T>) -> Outcome<T> {
 
 /// What a read targets: a level of detail of a variable.
 #[derive(Clone, Copy)]
-struct Layer {
-    var: usize,
-    lod: u8,
+pub(crate) struct Layer {
+    pub(crate) var: usize,
+    pub(crate) lod: u8,
 }
 
 fn read_typed<T: numpy::Element + vds::Element>(
@@ -114,7 +114,7 @@ fn read_typed<T: numpy::Element + vds::Element>(
 
 /// Reads `layer` whole (of `shape`) into `fresh`, a C-order array of `T`
 /// just made and not yet handed to Python.
-fn read_fresh<T: numpy::Element + vds::Element>(
+pub(crate) fn read_fresh<T: numpy::Element + vds::Element>(
     py: Python<'_>,
     ds: &Dataset,
     layer: Layer,
@@ -132,7 +132,7 @@ fn read_fresh<T: numpy::Element + vds::Element>(
     ds.with(py, |d| Ok(d.read_lod(layer.var, layer.lod, None, &region, Order::C, buf)?))
 }
 
-fn write_typed<T: numpy::Element + vds::Element>(
+pub(crate) fn write_typed<T: numpy::Element + vds::Element>(
     py: Python<'_>,
     ds: &Dataset,
     var: usize,
@@ -361,7 +361,7 @@ impl Dataset {
     ///
     /// Commits (if writable and `commit`) and closes; closing a closed dataset does nothing.
     #[pyo3(signature = (commit=true))]
-    fn close(&self, py: Python<'_>, commit: bool) -> PyResult<()> {
+    pub(crate) fn close(&self, py: Python<'_>, commit: bool) -> PyResult<()> {
         let r = py.detach(|| {
             let taken = self.inner.write().unwrap_or_else(PoisonError::into_inner).take();
             match taken {

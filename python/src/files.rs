@@ -4,33 +4,35 @@
 //! For many small files, where what a call costs matters more than what it
 //! moves: the description is made from the arrays themselves, and the
 //! container is created, written, committed and closed (or opened, read
-//! whole and closed) without a Python object in between. Everything else
-//! (regions, levels of detail, masks, growth) goes through `vds.open` and
-//! `vds.create`.
+//! whole and closed) without a Python object in between. The reads and
+//! writes are the `Dataset` class's own. Everything else (regions, levels
+//! of detail, masks, growth) goes through `vds.open` and `vds.create`.
 
-use crate::arrays::{bad_array, by_dtype, order_of, zeroed};
+use crate::arrays::{by_dtype, zeroed};
 use crate::create::CodecSpec;
+use crate::dataset::{read_fresh, write_typed, Dataset, Layer};
 use crate::errors::{invalid, lib, to_py, Failure};
-use numpy::{PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{PyArrayDescrMethods, PyArrayDyn, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
 use std::path::PathBuf;
-use vds::{Axis, DType, DatasetBuilder, Durability, Order, Region, VariableBuilder};
+use vds::{Axis, DType, DatasetBuilder, Durability, VariableBuilder, MAX_DIMS, MAX_VARIABLES};
 
-/// The library's element type of a NumPy dtype (kind and size; the byte
-/// order is checked when the array is borrowed).
+/// The library's element type of an array, once its dtype is known to be
+/// exactly one the library stores (as the write will borrow it).
 fn element_type(py: Python<'_>, name: &str, a: &Bound<'_, PyUntypedArray>) -> PyResult<DType> {
-    fn of<T: vds::Element>() -> PyResult<DType> {
+    fn of<T: numpy::Element + vds::Element>(a: &Bound<'_, PyUntypedArray>) -> PyResult<DType> {
+        a.cast::<PyArrayDyn<T>>()?;
         Ok(T::DTYPE)
     }
-    by_dtype!(py, a, of()).map_err(|_| {
+    by_dtype!(py, a, of(a)).map_err(|_| {
         let m = format!("save: variable {name:?}: arrays of {} cannot be stored (integers, floats and bool only)", a.dtype());
         to_py(py, Failure::Refused("TypeMismatch", m))
     })
 }
 
-/// `value` as an array: itself when it is one (not a masked array, whose
-/// mask would be lost), else `numpy.asarray(value)`.
+/// `value` as an array of at least one axis: itself when it is one (not a
+/// masked array, whose mask would be lost), else `numpy.asarray(value)`.
 /// An array that is neither C- nor Fortran-contiguous, or not in the
 /// machine's byte order, is copied into one that is.
 fn as_array<'py>(py: Python<'py>, name: &str, value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyUntypedArray>> {
@@ -44,6 +46,12 @@ fn as_array<'py>(py: Python<'py>, name: &str, value: &Bound<'py, PyAny>) -> PyRe
         Ok(a) => a.clone(),
         Err(_) => py.import("numpy")?.call_method1("asarray", (value,))?.cast_into::<PyUntypedArray>()?,
     };
+    if a.ndim() == 0 {
+        return Err(invalid(
+            py,
+            format!("save: variable {name:?} is a 0-d array: give it an axis (a shape of (1,)), or store it as an attribute"),
+        ));
+    }
     let native = {
         let order = a.dtype().byteorder();
         order == b'=' || order == b'|' || order == if cfg!(target_endian = "little") { b'<' } else { b'>' }
@@ -53,6 +61,23 @@ fn as_array<'py>(py: Python<'py>, name: &str, value: &Bound<'py, PyAny>) -> PyRe
     }
     let dtype = a.dtype().call_method1("newbyteorder", ("=",))?;
     Ok(py.import("numpy")?.call_method1("ascontiguousarray", (&a, dtype))?.cast_into::<PyUntypedArray>()?)
+}
+
+/// The items of `obj`, a list or tuple of at most `MAX_DIMS` (one per axis),
+/// each converted by `item`; `what` names it in errors.
+fn per_axis<T>(py: Python<'_>, what: &str, obj: &Bound<'_, PyAny>, item: impl Fn(&Bound<'_, PyAny>) -> Option<T>) -> PyResult<Vec<T>> {
+    let describe = || obj.repr().map(|r| r.to_string()).unwrap_or_default();
+    let items = if let Ok(list) = obj.cast::<PyList>() {
+        list.as_sequence().to_tuple()?
+    } else if let Ok(tuple) = obj.cast::<PyTuple>() {
+        tuple.clone()
+    } else {
+        return Err(invalid(py, format!("save: {what} is a list or tuple, one entry per axis, not {}", describe())));
+    };
+    if items.len() > MAX_DIMS {
+        return Err(invalid(py, format!("save: {what} has {} entries; a variable has at most {MAX_DIMS} axes", items.len())));
+    }
+    items.iter().map(|x| item(&x).ok_or_else(|| invalid(py, format!("save: {what}: {} is not valid here", describe())))).collect()
 }
 
 /// One variable to save: its name, axis names, element type and array.
@@ -70,6 +95,9 @@ type AxisUse = (String, u64, String);
 /// `dim_0`, `dim_1`, ... as xarray names them), and the axes they span, in
 /// order of first use, each with the one length every array gives it.
 fn items<'py>(py: Python<'py>, data: &Bound<'py, PyDict>, dims: Option<&Bound<'py, PyDict>>) -> PyResult<(Vec<Item<'py>>, Vec<AxisUse>)> {
+    if data.len() > MAX_VARIABLES {
+        return Err(invalid(py, format!("save: data holds {} arrays; a container holds at most {MAX_VARIABLES} variables", data.len())));
+    }
     let mut items = Vec::with_capacity(data.len());
     let mut axes: Vec<AxisUse> = Vec::new();
     // From a copy of its items: an array-like whose conversion changes the dict cannot upset the walk.
@@ -81,30 +109,10 @@ fn items<'py>(py: Python<'py>, data: &Bound<'py, PyDict>, dims: Option<&Bound<'p
         let name = name.to_cow().map_err(|_| invalid(py, "save: a variable name is not valid Unicode (a lone surrogate)"))?.into_owned();
         let array = as_array(py, &name, &value)?;
         let shape = array.shape();
-        if shape.is_empty() {
-            return Err(invalid(
-                py,
-                format!("save: variable {name:?} is a 0-d array: give it an axis (a shape of (1,)), or store it as an attribute"),
-            ));
-        }
         let names: Vec<String> = match dims.map(|d| d.get_item(&name)).transpose()?.flatten() {
-            Some(given) => {
-                if given.is_instance_of::<PyString>() {
-                    return Err(invalid(
-                        py,
-                        format!("save: dims of variable {name:?} is a sequence of axis names, not the string {}", given.repr()?),
-                    ));
-                }
-                given.extract().map_err(|_| {
-                    invalid(
-                        py,
-                        format!(
-                            "save: dims of variable {name:?} is a sequence of axis names, not {}",
-                            given.repr().map(|r| r.to_string()).unwrap_or_default()
-                        ),
-                    )
-                })?
-            }
+            Some(given) => per_axis(py, &format!("dims of variable {name:?}"), &given, |x| {
+                x.cast::<PyString>().ok().and_then(|s| s.to_cow().ok().map(|c| c.into_owned()))
+            })?,
             None => (0..shape.len()).map(|i| format!("dim_{i}")).collect(),
         };
         if names.len() != shape.len() {
@@ -122,36 +130,79 @@ fn items<'py>(py: Python<'py>, data: &Bound<'py, PyDict>, dims: Option<&Bound<'p
                     ))
                 }
                 Some(_) => {}
+                None if axes.len() == MAX_DIMS => {
+                    return Err(invalid(py, format!("save: the variables span more than {MAX_DIMS} axes (a container has at most {MAX_DIMS})")))
+                }
                 None => axes.push((axis.clone(), n as u64, name.clone())),
             }
         }
         let dtype = element_type(py, &name, &array)?;
         items.push(Item { name, dims: names, dtype, array });
     }
-    if let Some(d) = dims {
-        for key in d.keys() {
-            if !data.contains(&key)? {
-                return Err(invalid(py, format!("save: dims names {}, which is not in data", key.repr()?)));
-            }
-        }
-    }
     Ok((items, axes))
 }
 
-/// Writes `array` whole into variable `var` of `ds`, with the GIL released.
-fn write_whole<T: numpy::Element + vds::Element>(
+/// Refuses keys of `option` (dims or chunks) that name no array of `data`.
+fn only_known(py: Python<'_>, option: &str, given: Option<&Bound<'_, PyDict>>, data: &Bound<'_, PyDict>) -> PyResult<()> {
+    for key in given.map(|d| d.keys()).into_iter().flatten() {
+        if !data.contains(&key)? {
+            return Err(invalid(py, format!("save: {option} names {}, which is not in data", key.repr()?)));
+        }
+    }
+    Ok(())
+}
+
+/// The description of the container `save` makes.
+fn describe(
     py: Python<'_>,
-    ds: &mut vds::Dataset,
-    var: usize,
-    array: &Bound<'_, PyUntypedArray>,
-) -> PyResult<()> {
-    let order = order_of(py, array)?;
-    let shape: Vec<u64> = array.shape().iter().map(|&n| n as u64).collect();
-    let region = lib(py, Region::full(&shape))?;
-    let data = array.cast::<PyArrayDyn<T>>()?.try_readonly().map_err(bad_array(py, "data"))?;
-    let buf = data.as_slice().map_err(bad_array(py, "data"))?;
-    let r = py.detach(|| ds.write(var, &region, order, buf));
-    lib(py, r)
+    items: &[Item<'_>],
+    axes: &[AxisUse],
+    attrs: Option<&Bound<'_, PyAny>>,
+    chunks: Option<&Bound<'_, PyDict>>,
+    codec: Option<&Bound<'_, PyAny>>,
+) -> PyResult<DatasetBuilder> {
+    let mut b = DatasetBuilder::new();
+    for (name, len, _) in axes {
+        b.axis(Axis::new(name, *len));
+    }
+    let codec = match codec {
+        None => None,
+        Some(c) => {
+            let spec: CodecSpec =
+                serde_json::from_value(crate::json::to_json(py, c, "codec")?).map_err(|e| invalid(py, format!("save: codec: {e}")))?;
+            Some(spec)
+        }
+    };
+    for it in items {
+        let names: Vec<&str> = it.dims.iter().map(String::as_str).collect();
+        let mut v = VariableBuilder::new(&it.name, it.dtype, &names);
+        if let Some(shape) = chunks.map(|c| c.get_item(&it.name)).transpose()?.flatten() {
+            // Whole numbers (NumPy's too), not bools.
+            let shape = per_axis(py, &format!("chunks of variable {:?}", it.name), &shape, |x| {
+                if x.is_instance_of::<PyBool>() {
+                    None
+                } else {
+                    x.extract::<u64>().ok()
+                }
+            })?;
+            v.chunk(&shape);
+        }
+        if let Some(c) = &codec {
+            v.codec(crate::create::codec(py, &it.name, c)?);
+        }
+        b.variable(&v);
+    }
+    if let Some(a) = attrs {
+        match crate::json::to_json(py, a, "attrs")? {
+            serde_json::Value::Object(map) => {
+                for (k, v) in map {
+                    b.attribute(&k, v);
+                }
+            }
+            other => return Err(invalid(py, format!("save: attrs is a dict of JSON values, not {other}"))),
+        }
+    }
+    Ok(b)
 }
 
 /// save(path, data, dims=None, attrs=None, chunks=None, codec=None, overwrite=False, sync=True) -> None
@@ -176,131 +227,101 @@ pub(crate) fn save(
         return Err(invalid(py, "save: data holds no array (a container has at least one variable)"));
     }
     let (items, axes) = items(py, data, dims)?;
-    let mut b = DatasetBuilder::new();
-    for (name, len, _) in &axes {
-        b.axis(Axis::new(name, *len));
-    }
-    let codec = match codec {
-        None => None,
-        Some(c) => {
-            let spec: CodecSpec =
-                serde_json::from_value(crate::json::to_json(py, c, "codec")?).map_err(|e| invalid(py, format!("save: codec: {e}")))?;
-            Some(spec)
-        }
-    };
-    for it in &items {
-        let names: Vec<&str> = it.dims.iter().map(String::as_str).collect();
-        let mut v = VariableBuilder::new(&it.name, it.dtype, &names);
-        if let Some(shape) = chunks.map(|c| c.get_item(&it.name)).transpose()?.flatten() {
-            let shape: Vec<u64> = shape.extract().map_err(|_| {
-                invalid(
-                    py,
-                    format!(
-                        "save: chunks of variable {:?} is a sequence of extents, not {}",
-                        it.name,
-                        shape.repr().map(|r| r.to_string()).unwrap_or_default()
-                    ),
-                )
-            })?;
-            v.chunk(&shape);
-        }
-        if let Some(c) = &codec {
-            v.codec(crate::create::codec(py, &it.name, c)?);
-        }
-        b.variable(&v);
-    }
-    if let Some(c) = chunks {
-        for key in c.keys() {
-            if !data.contains(&key)? {
-                return Err(invalid(py, format!("save: chunks names {}, which is not in data", key.repr()?)));
-            }
-        }
-    }
-    if let Some(a) = attrs {
-        match crate::json::to_json(py, a, "attrs")? {
-            serde_json::Value::Object(map) => {
-                for (k, v) in map {
-                    b.attribute(&k, v);
-                }
-            }
-            other => return Err(invalid(py, format!("save: attrs is a dict of JSON values, not {other}"))),
-        }
-    }
+    only_known(py, "dims", dims, data)?;
+    only_known(py, "chunks", chunks, data)?;
+    let mut b = describe(py, &items, &axes, attrs, chunks, codec)?;
     b.overwrite(overwrite);
     b.durability(if sync { Durability::Fsync } else { Durability::None });
-    let mut ds = lib(py, py.detach(|| b.create(&path)))?;
-    for (var, it) in items.iter().enumerate() {
-        let a = &it.array;
-        by_dtype!(py, a, write_whole(py, &mut ds, var, a))?;
+    // Everything above is checked before the file is touched.
+    let ds = Dataset::new(lib(py, py.detach(|| b.create(&path)))?);
+    let written = items.iter().enumerate().try_for_each(|(var, it)| {
+        let (a, zeros, ones) = (&it.array, vec![0; it.dims.len()], vec![1; it.dims.len()]);
+        by_dtype!(py, a, write_typed(py, &ds, var, &zeros, &ones, a, None))
+    });
+    match written.and_then(|()| ds.close(py, true)) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            // A file made here is removed again; one written over stays an empty container (its first commit).
+            let _ = ds.close(py, false);
+            if !overwrite {
+                let _ = std::fs::remove_file(&path);
+            }
+            Err(e)
+        }
     }
-    lib(py, py.detach(|| ds.close()))
 }
 
-/// load(path, names=None, memory_limit) -> dict
+/// load(path, names, memory_limit) -> dict
 ///
-/// Every variable (or those named), whole at level 0, as new C-order
-/// arrays in a dict (see `vds.load`).
+/// Every variable (or those named, in that order), whole at level 0, as
+/// new C-order arrays in a dict (see `vds.load`).
 #[pyfunction]
 #[pyo3(signature = (path, names, memory_limit))]
-pub(crate) fn load<'py>(py: Python<'py>, path: PathBuf, names: Option<Vec<String>>, memory_limit: u64) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn load<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    names: Option<&Bound<'py, PyList>>,
+    memory_limit: u64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let names: Option<Vec<String>> = names
+        .map(|list| {
+            list.iter()
+                .map(|n| match n.cast::<PyString>() {
+                    Ok(s) => {
+                        s.to_cow().map(|c| c.into_owned()).map_err(|_| invalid(py, "load: a name is not valid Unicode (a lone surrogate)"))
+                    }
+                    Err(_) => {
+                        Err(invalid(py, format!("load: names are strings, not {}", n.repr().map(|r| r.to_string()).unwrap_or_default())))
+                    }
+                })
+                .collect()
+        })
+        .transpose()?;
     let mut o = vds::OpenOptions::new();
     o.memory_limit(memory_limit);
-    let ds = lib(py, py.detach(|| o.open(&path)))?;
-    let vars = ds.variables();
-    let chosen: Vec<usize> = match &names {
-        None => (0..vars.len()).collect(),
-        Some(names) => names
-            .iter()
-            .map(|n| {
-                vars.iter().position(|v| v.name() == n).ok_or_else(|| {
-                    let all: Vec<&str> = vars.iter().map(vds::Variable::name).collect();
-                    to_py(
-                        py,
-                        Failure::Refused(
-                            "NotFound",
-                            format!("load: no variable {n:?} in {} (variables: {})", path.display(), all.join(", ")),
-                        ),
-                    )
-                })
-            })
-            .collect::<PyResult<_>>()?,
-    };
-    // The total within the limit first, then the arrays, then every read with the GIL released once.
-    let total = chosen.iter().try_fold(0u64, |sum, &i| {
-        let v = &vars[i];
-        v.shape().iter().try_fold(v.dtype().size() as u64, |n, &s| n.checked_mul(s)).and_then(|n| sum.checked_add(n))
-    });
-    if total.is_none_or(|t| t > memory_limit) {
-        let what = total.map_or_else(|| "more than 2**64".to_owned(), |t| t.to_string());
-        let m = format!(
-            "load: {} holds {what} bytes of values, over the memory limit of {memory_limit} bytes (load fewer with names=, or give a larger memory_limit=)",
-            path.display()
-        );
-        return Err(to_py(py, Failure::Refused("OutOfMemory", m)));
-    }
+    let ds = Dataset::new(lib(py, py.detach(|| o.open(&path)))?);
+    // What to read: (variable, element type, shape), checked against the limit before anything is allocated.
+    let wanted = ds.with_now(py, |d| {
+        let vars = d.variables();
+        let chosen: Vec<usize> = match &names {
+            None => (0..vars.len()).collect(),
+            Some(names) => {
+                let mut chosen = Vec::with_capacity(names.len());
+                for n in names {
+                    let Some(i) = vars.iter().position(|v| v.name() == n) else {
+                        let all: Vec<&str> = vars.iter().map(vds::Variable::name).collect();
+                        let m = format!("load: no variable {n:?} in {} (variables: {})", path.display(), all.join(", "));
+                        return Err(Failure::Refused("NotFound", m));
+                    };
+                    if chosen.contains(&i) {
+                        return Err(Failure::Refused("InvalidArgument", format!("load: names gives {n:?} twice")));
+                    }
+                    chosen.push(i);
+                }
+                chosen
+            }
+        };
+        let wanted: Vec<(usize, String, DType, Vec<u64>)> =
+            chosen.into_iter().map(|i| (i, vars[i].name().to_owned(), vars[i].dtype(), vars[i].shape().to_vec())).collect();
+        let total = wanted.iter().try_fold(0u64, |sum, (_, _, dtype, shape)| {
+            shape.iter().try_fold(dtype.size() as u64, |n, &s| n.checked_mul(s)).and_then(|n| sum.checked_add(n))
+        });
+        if total.is_none_or(|t| t > memory_limit) {
+            let what = total.map_or_else(|| "more than 2**64".to_owned(), |t| t.to_string());
+            let m = format!(
+                "load: {} holds {what} bytes of values, over the memory limit of {memory_limit} bytes (load fewer with names=, or give a larger memory_limit=)",
+                path.display()
+            );
+            return Err(Failure::Refused("OutOfMemory", m));
+        }
+        Ok(wanted)
+    })?;
     let out = PyDict::new(py);
-    let mut fills: Vec<(usize, Region, &mut [u8])> = Vec::with_capacity(chosen.len());
-    for &i in &chosen {
-        let v = &vars[i];
-        let shape = v.shape();
-        let array = zeroed(py, v.dtype(), shape, memory_limit)?;
-        let bytes = array.len() * v.dtype().size();
-        if bytes > 0 {
-            // SAFETY: the array was just made, C-contiguous, holding `bytes`
-            // bytes; no one else holds it until this call returns, and the
-            // slice is dropped before.
-            let buf = unsafe { std::slice::from_raw_parts_mut((*array.as_array_ptr()).data.cast::<u8>(), bytes) };
-            fills.push((i, lib(py, Region::full(shape))?, buf));
-        }
-        out.set_item(v.name(), array)?;
+    for (var, name, dtype, shape) in wanted {
+        let fresh = zeroed(py, dtype, &shape, memory_limit)?;
+        by_dtype!(py, fresh, read_fresh(py, &ds, Layer { var, lod: 0 }, &shape, &fresh))?;
+        out.set_item(name, fresh)?;
     }
-    let r = py.detach(|| -> vds::Result<()> {
-        for (i, region, buf) in fills {
-            ds.read_bytes(i, &region, Order::C, buf)?;
-        }
-        drop(ds);
-        Ok(())
-    });
-    lib(py, r)?;
+    ds.close(py, false)?;
     Ok(out)
 }

@@ -1,7 +1,9 @@
 """vds.save and vds.load, the whole-file calls, against NumPy references and
 against what vds.open and vds.create see of the same files."""
 
+import collections.abc
 import threading
+import types
 
 import numpy as np
 import pytest
@@ -55,6 +57,10 @@ def test_dims_attrs_chunks_and_codec_are_kept(tmp_path, rng):
         assert ds.verify()["ok"]
     got = vds.load(path, ["flags"])
     assert list(got) == ["flags"]
+    assert list(vds.load(path, ("flags", "amp"))) == ["flags", "amp"]
+    vds.save(path, {"amp": amp}, attrs=types.MappingProxyType({"a": 1}), overwrite=True)
+    with vds.open(path) as ds:
+        assert dict(ds.attrs) == {"a": 1}
     np.testing.assert_array_equal(got["flags"], flags)
 
 
@@ -86,6 +92,23 @@ def test_memory_limit_is_checked_before_anything_is_read(tmp_path):
     assert vds.load(path, memory_limit=900_000)["b"].dtype == np.int8
 
 
+class LyingSequence(collections.abc.Sequence):
+    """A sequence that claims to be far longer than memory."""
+
+    def __len__(self):
+        return 2**40
+
+    def __getitem__(self, i):
+        return "x"
+
+
+def test_more_axes_than_a_container_holds_are_refused_as_they_appear(tmp_path):
+    data = {f"v{i}": np.zeros(i + 1) for i in range(1000)}
+    dims = {f"v{i}": [f"a{i}"] for i in range(1000)}
+    with pytest.raises(vds.InvalidArgumentError, match="more than 8 axes"):
+        vds.save(tmp_path / "x.vds", data, dims=dims)
+
+
 def test_errors_name_what_was_wrong(tmp_path):
     path = tmp_path / "e.vds"
     cases = [
@@ -97,15 +120,21 @@ def test_errors_name_what_was_wrong(tmp_path):
         ({"z": np.zeros(0)}, vds.InvalidArgumentError, "0 samples"),
         ({1: np.zeros(2)}, vds.InvalidArgumentError, "variable names are strings"),
         ({"m": np.ma.masked_array([1, 2], [0, 1])}, vds.InvalidArgumentError, 'variable "m" is a masked array'),
+        ({"b": np.array(1.0, ">f8")}, vds.InvalidArgumentError, "0-d array"),
+        ({f"v{i}": np.zeros(1) for i in range(65_536)}, vds.InvalidArgumentError, "at most 65535 variables"),
     ]
     for data, kind, message in cases:
         with pytest.raises(kind, match=message):
             vds.save(path, data)
         assert not path.exists()
     a = np.zeros((2, 3))
-    for kwargs, message in [(dict(dims={"a": "xy"}), "not the string 'xy'"),
+    for kwargs, message in [(dict(dims={"a": "xy"}), "one entry per axis, not 'xy'"),
                             (dict(dims={"a": ["x"]}), r"2 axes \(\[2, 3\]\) but 1 names"),
                             (dict(dims={"b": ["x", "y"]}), "dims names 'b', which is not in data"),
+                            (dict(dims={"a": LyingSequence()}), "a list or tuple, one entry per axis"),
+                            (dict(dims={"a": ["x", 2]}), "is not valid here"),
+                            (dict(chunks={"a": [True, 1]}), "is not valid here"),
+                            (dict(chunks={"a": list(range(1, 10))}), "9 entries; a variable has at most 8 axes"),
                             (dict(chunks={"b": [1, 1]}), "chunks names 'b', which is not in data"),
                             (dict(codec="zstq"), 'codec "zstq"'),
                             (dict(attrs=[1, 2]), "attrs is a dict of JSON values"),
@@ -121,6 +150,10 @@ def test_errors_name_what_was_wrong(tmp_path):
         vds.load(path, ["b"])
     with pytest.raises(vds.InvalidArgumentError, match="sequence of names"):
         vds.load(path, "a")
+    with pytest.raises(vds.InvalidArgumentError, match="names are strings, not 3"):
+        vds.load(path, [3])
+    with pytest.raises(vds.InvalidArgumentError, match='names gives "a" twice'):
+        vds.load(path, ["a", "a"])
     with pytest.raises(vds.NotFoundError):
         vds.load(tmp_path / "absent.vds")
 

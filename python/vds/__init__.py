@@ -138,21 +138,31 @@ def save(path: str | os.PathLike[str], data: Mapping[str, Any], *, dims: Mapping
     a file opened for writing: the container is created, written,
     committed and closed without a Python object in between, which is what
     a small file costs most. ``dims`` names each variable's axes (a dict
-    from variable name to axis names); without it a variable's axes are
-    ``dim_0``, ``dim_1``, ... (as xarray names them), and axes that share a
-    name must share a length. ``attrs``: the dataset's attributes.
-    ``chunks``: a dict from variable name to chunk shape (default: the
-    library's chunking). ``codec`` applies to every variable, in any form
-    :func:`create` takes (default: uncompressed). ``overwrite`` and
-    ``sync`` as in :func:`create`. Values that are not NumPy arrays go
-    through ``numpy.asarray``; arrays keep their dtype (int8 to uint64,
-    float32, float64, bool; others raise :class:`TypeMismatchError`).
+    from variable name to a list or tuple of axis names); without it a
+    variable's axes are ``dim_0``, ``dim_1``, ... (as xarray names them),
+    and axes that share a name must share a length. ``attrs``: the
+    dataset's attributes. ``chunks``: a dict from variable name to chunk
+    shape (a list or tuple; default: the library's chunking). ``codec``
+    applies to every variable, in any form :func:`create` takes (default:
+    uncompressed). ``overwrite`` and ``sync`` as in :func:`create`.
+
+    Values that are not NumPy arrays go through ``numpy.asarray``; arrays
+    keep their dtype (int8 to uint64, float32, float64, bool; others raise
+    :class:`TypeMismatchError`), and one that is not contiguous or not in
+    the machine's byte order is copied first. 0-d arrays, arrays with an
+    axis of length 0 and masked arrays (the mask would be lost; use
+    :func:`create` with ``mask=True``) are refused with
+    :class:`InvalidArgumentError`. Everything is checked before the file
+    is touched, so a refused save leaves an existing file as it was; an
+    I/O error while writing removes a file the call made, and leaves one
+    it was overwriting an empty container.
 
     Read it back with :func:`load`, or with :func:`open` for regions,
     attributes and the rest.
     """
     _vds.save(os.fsdecode(path), data if type(data) is dict else dict(data), dims if dims is None or type(dims) is dict else dict(dims),
-              attrs, chunks if chunks is None or type(chunks) is dict else dict(chunks),
+              dict(attrs) if attrs is not None and type(attrs) is not dict and isinstance(attrs, Mapping) else attrs,
+              chunks if chunks is None or type(chunks) is dict else dict(chunks),
               None if codec is None else _codec_spec(codec), overwrite, sync)
 
 
@@ -162,10 +172,12 @@ def load(path: str | os.PathLike[str], names: Sequence[str] | None = None, *, me
     Returns a dict from variable name to a new C-order NumPy array of the
     variable's values (level 0; a quantized variable's values, not its
     stored integers; a masked variable's values as written, its mask
-    through :func:`open`), in the file's order of variables. Their total is checked
-    against ``memory_limit`` (default 1 GiB) before anything is read:
-    :class:`OutOfMemoryError` beyond it. For regions, levels of detail,
-    masks, attributes and coordinates, use :func:`open`.
+    through :func:`open`), in the file's order of variables, or in the
+    order of ``names``. ``memory_limit`` (default 1 GiB) bounds the
+    memory opening the file may take, and the arrays' total, which is
+    checked before anything is read: :class:`OutOfMemoryError` beyond it.
+    A name not in the file raises :class:`NotFoundError`. For regions,
+    levels of detail, masks, attributes and coordinates, use :func:`open`.
     """
     if names is not None:
         names = _names(names, "names")
