@@ -48,6 +48,7 @@ def test_open_reads_a_container_in_a_bucket(tmp_path, bucket):
     with vds.open("s3://py-bucket/a/r.vds") as ds:
         assert np.array_equal(ds["v"][...], data)
         assert np.array_equal(ds["v"][3, ::2, -1], data[3, ::2, -1])
+    assert np.array_equal(vds.load("s3://py-bucket/a/r.vds")["v"], data)
     with pytest.raises(vds.ReadOnlyError):
         vds.open("s3://py-bucket/a/r.vds", "r+")
     with pytest.raises(vds.NotFoundError):
@@ -173,6 +174,7 @@ def test_open_reads_a_container_on_a_web_server(web, rng):
             np.testing.assert_array_equal(got["v"].lod(level)[...], want["v"].lod(level)[...])
         np.testing.assert_array_equal(got["v"].slice(0, 17), data[17])
         assert got.verify()["ok"]
+    np.testing.assert_array_equal(vds.load(f"{base}/w.vds")["v"], data)
     with pytest.raises(vds.ReadOnlyError):
         vds.open(f"{base}/w.vds", "r+")
     with pytest.raises(vds.NotFoundError):

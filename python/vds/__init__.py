@@ -169,6 +169,9 @@ def save(path: str | os.PathLike[str], data: Mapping[str, Any], *, dims: Mapping
 def load(path: str | os.PathLike[str], names: Sequence[str] | None = None, *, memory_limit: int | None = None) -> dict[str, np.ndarray]:
     """Reads every variable of the container at ``path`` (or those in ``names``) whole, in one call.
 
+    ``path``: a file, or a URL as :func:`open` takes (``http://``,
+    ``https://``, ``s3://``).
+
     Returns a dict from variable name to a new C-order NumPy array of the
     variable's values (level 0; a quantized variable's values, not its
     stored integers; a masked variable's values as written, its mask
