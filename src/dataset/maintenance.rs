@@ -499,10 +499,8 @@ impl Dataset {
                 .map_err(|e| Error::io(format!("syncing directory {}", dir.display()), e))?;
         }
         new.path = Some(path);
-        new.policy = self.policy.clone();
-        new.allow_external_paths = self.allow_external_paths;
-        new.memory_limit = self.memory_limit;
         // The handle's settings survive the swap.
+        new.policy = self.policy.clone();
         new.memory_limit = self.memory_limit;
         new.allow_external_paths = self.allow_external_paths;
         new.dedup_enabled = self.dedup_enabled;
