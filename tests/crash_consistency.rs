@@ -144,6 +144,10 @@ impl Storage for FaultyStorage {
             Some(kind) => Err(injected(kind)),
         }
     }
+    /// One operation, as `pwritev` is: a torn one writes the first half of the pieces joined.
+    fn write_pieces_at(&self, offset: u64, pieces: &[&[u8]]) -> io::Result<()> {
+        self.write_at(offset, &pieces.concat())
+    }
     fn set_len(&self, len: u64) -> io::Result<()> {
         match self.next_op(false) {
             None => {

@@ -121,3 +121,69 @@ fn chunk_buffers_stay_within_the_memory_limit() {
     assert_eq!(e.kind(), vds::ErrorKind::OutOfMemory, "{e}");
     assert!(e.to_string().contains("32768 bytes, more than the memory limit of 16384"), "{e}");
 }
+
+/// A store that counts the writes reaching it, over memory.
+struct Counting {
+    inner: vds::MemoryStorage,
+    writes: std::sync::atomic::AtomicUsize,
+}
+
+impl vds::Storage for Counting {
+    fn len(&self) -> std::io::Result<u64> {
+        self.inner.len()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.inner.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.write_at(offset, data)
+    }
+    fn write_pieces_at(&self, offset: u64, pieces: &[&[u8]]) -> std::io::Result<()> {
+        self.writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let joined: Vec<u8> = pieces.concat();
+        self.inner.write_at(offset, &joined)
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn sync(&self) -> std::io::Result<()> {
+        self.inner.sync()
+    }
+}
+
+#[test]
+fn small_chunks_go_out_with_the_commits_index_pages() {
+    // 64 chunks of 1 KiB: held as they are written, then written with the
+    // index pages in one call; the commit slot after them in another.
+    let store = std::sync::Arc::new(Counting { inner: vds::MemoryStorage::new(), writes: Default::default() });
+    let mut ds = DatasetBuilder::new()
+        .durability(vds::Durability::None)
+        .axis(Axis::new("x", 64 * 256))
+        .variable(VariableBuilder::new("v", DType::Float32, &["x"]).chunk(&[256]))
+        .create_in(store.clone())
+        .unwrap();
+    let head = store.writes.load(std::sync::atomic::Ordering::Relaxed);
+    let values = random(64 * 256, 7);
+    let all = Region::full(&[64 * 256]).unwrap();
+    ds.write("v", &all, Order::C, &values).unwrap();
+    assert_eq!(store.writes.load(std::sync::atomic::Ordering::Relaxed), head, "the chunks are held until the commit");
+    // Read back before the commit: from the held bytes.
+    let got: Vec<f32> = ds.read_vec("v", &Region::new(&[1000], &[3000]).unwrap(), Order::C).unwrap();
+    assert_eq!(got, values[1000..4000]);
+    ds.commit().unwrap();
+    assert_eq!(store.writes.load(std::sync::atomic::Ordering::Relaxed), head + 2, "chunks with index pages, then the slot");
+    // More than the tail holds (64 KiB): written as it fills, each time in one call with what is held.
+    ds.write("v", &all, Order::C, &random(64 * 256, 8)).unwrap();
+    ds.write("v", &all, Order::C, &random(64 * 256, 9)).unwrap();
+    let writes = store.writes.load(std::sync::atomic::Ordering::Relaxed) - head - 2;
+    assert_eq!(writes, 1, "128 KiB of chunks: the first 64 KiB held, then written with the 65th, the rest held");
+    ds.rollback().unwrap();
+    let got: Vec<f32> = ds.read_vec("v", &all, Order::C).unwrap();
+    assert_eq!(got, values, "a rollback forgets what was held");
+    ds.close().unwrap();
+    let ds = vds::OpenOptions::new().open_storage(store.clone()).unwrap();
+    let got: Vec<f32> = ds.read_vec("v", &all, Order::C).unwrap();
+    assert_eq!(got, values);
+    assert!(ds.verify().unwrap().problems.is_empty());
+}

@@ -184,6 +184,9 @@ impl Dataset {
         }
         self.pending.clear();
         self.discard_held();
+        if let Some(tail) = &self.tail {
+            tail.discard();
+        }
         self.dirty.clear();
         // Discarded chunks' space is reused: forget them as duplicates too.
         self.dedup = None;
