@@ -1,33 +1,39 @@
 //! Writes or reads one tiny file (one int64), for counting system calls:
 //! `strace -f -c target/release/examples/tinyfile write|read PATH`; with a
-//! count N, writes or reads PATH0 to PATH{N-1} and prints the time per file.
+//! count N, writes or reads PATH0 to PATH{N-1} and prints the time per file;
+//! a third number, V, puts V int64 values (0 to V-1) in each file instead of one.
 use vds::{Axis, DType, Dataset, DatasetBuilder, Durability, Order, Region, VariableBuilder};
 
-fn write(path: &str) -> vds::Result<()> {
+fn write(path: &str, values: &[i64]) -> vds::Result<()> {
+    let n = values.len() as u64;
     let mut ds = DatasetBuilder::new()
         .overwrite(true)
         .durability(Durability::None)
-        .axis(Axis::new("x", 1))
-        .variable(VariableBuilder::new("v", DType::Int64, &["x"]).chunk(&[1]))
+        .axis(Axis::new("x", n))
+        .variable(VariableBuilder::new("v", DType::Int64, &["x"]).chunk(&[n]))
         .create(path)?;
-    ds.write("v", &Region::full(&[1])?, Order::C, &[42i64])?;
+    ds.write("v", &Region::full(&[n])?, Order::C, values)?;
     ds.close()
 }
 
-fn read(path: &str) -> vds::Result<()> {
-    let v: Vec<i64> = Dataset::open(path)?.read_vec("v", &Region::full(&[1])?, Order::C)?;
-    assert_eq!(v, [42]);
+fn read(path: &str, values: &[i64]) -> vds::Result<()> {
+    let v: Vec<i64> = Dataset::open(path)?.read_vec("v", &Region::full(&[values.len() as u64])?, Order::C)?;
+    assert_eq!(v, values);
     Ok(())
 }
 
 fn main() -> vds::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let (mode, path) = (args.get(1).map_or("write", String::as_str), args.get(2).map_or("tiny.vds", String::as_str));
+    let values: Vec<i64> = match args.get(4) {
+        Some(v) => (0..v.parse::<i64>().expect("a number of values")).collect(),
+        None => vec![42],
+    };
     let f = if mode == "write" { write } else { read };
-    let Some(n) = args.get(3).map(|n| n.parse::<u32>().expect("a count")) else { return f(path) };
+    let Some(n) = args.get(3).map(|n| n.parse::<u32>().expect("a count")) else { return f(path, &values) };
     let t = std::time::Instant::now();
     for i in 0..n {
-        f(&format!("{path}{i}"))?;
+        f(&format!("{path}{i}"), &values)?;
     }
     println!("{mode}: {:.1} us per file", t.elapsed().as_secs_f64() * 1e6 / f64::from(n.max(1)));
     Ok(())
