@@ -145,7 +145,20 @@ impl Storage for Tail {
         reads.iter_mut().try_for_each(|(offset, buf)| self.read_at(*offset, buf))
     }
     fn will_read(&self, ranges: &[(u64, u64)]) {
-        self.inner.will_read(ranges);
+        // Only what lies wholly in the file: a store that fetches ahead must not keep bytes not written yet.
+        let at = {
+            let tail = self.lock();
+            if tail.bytes.is_empty() {
+                u64::MAX
+            } else {
+                tail.at
+            }
+        };
+        if at == u64::MAX {
+            return self.inner.will_read(ranges);
+        }
+        let written: Vec<(u64, u64)> = ranges.iter().copied().filter(|&(offset, len)| offset.saturating_add(len) <= at).collect();
+        self.inner.will_read(&written);
     }
     fn gathers_reads(&self) -> bool {
         self.inner.gathers_reads()
