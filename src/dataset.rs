@@ -36,7 +36,6 @@ mod plan;
 mod quant;
 mod read;
 mod slots;
-mod tail;
 mod write;
 mod writeback;
 pub use builder::{DatasetBuilder, VariableBuilder};
@@ -162,8 +161,6 @@ pub struct Dataset {
     /// A reader's in-memory copy of the file's first body bytes, if any
     /// (also behind `storage`).
     prefix: Option<Arc<BodyPrefix>>,
-    /// A writer's chunk bytes appended but not yet written (also behind `storage`).
-    tail: Option<Arc<tail::Tail>>,
     /// Opens external-file slots of a dataset with no path (see
     /// [`OpenOptions::slot_storage`]).
     slot_opener: Option<Arc<SlotOpener>>,

@@ -184,9 +184,6 @@ impl Dataset {
         }
         self.pending.clear();
         self.discard_held();
-        if let Some(tail) = &self.tail {
-            tail.discard();
-        }
         self.dirty.clear();
         // Discarded chunks' space is reused: forget them as duplicates too.
         self.dedup = None;
@@ -224,10 +221,6 @@ impl Drop for Dataset {
     /// after a failed commit: its slot may have reached the file, and it
     /// could refer to bytes beyond what this handle believes committed.
     fn drop(&mut self) {
-        // Chunk bytes not yet written were never committed: they are not written now.
-        if let Some(tail) = &self.tail {
-            tail.discard();
-        }
         if self.writable && !self.poisoned {
             self.cut_overwritten();
         }

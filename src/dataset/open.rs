@@ -153,8 +153,6 @@ impl Dataset {
         snap: Snapshot,
     ) -> Dataset {
         let nslots = snap.desc.slots.len();
-        let tail = writable.then(|| Arc::new(super::tail::Tail::new(storage.clone())));
-        let storage = tail.clone().map_or(storage, |t| t as Arc<dyn Storage>);
         Dataset {
             path,
             storage,
@@ -188,7 +186,6 @@ impl Dataset {
             dedup: None,
             fragment: None,
             prefix: None,
-            tail,
             slot_opener: None,
         }
     }

@@ -270,10 +270,8 @@ impl Dataset {
             }
         };
         let end = wire::add(offset, u64::from(length), "file length")?;
-        let written = match (&pieces[..], &self.tail) {
-            // Into the container: appended to the tail, written with the next write.
-            (_, Some(tail)) if slot == 0 => tail.append(offset, &pieces),
-            ([bytes], _) => storage.write_at(offset, bytes),
+        let written = match &pieces[..] {
+            [bytes] => storage.write_at(offset, bytes),
             _ => storage.write_pieces_at(offset, &pieces),
         };
         written.map_err(|e| Error::io(format!("writing a chunk of variable {:?}", var.name), e))?;
