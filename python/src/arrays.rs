@@ -82,12 +82,17 @@ pub(crate) fn numpy_dtype(py: Python<'_>, of: vds::DType) -> PyResult<Bound<'_, 
     })
 }
 
+/// The bytes of an array of `dtype` and `shape`; None beyond 2**64 - 1.
+pub(crate) fn nbytes(dtype: vds::DType, shape: &[u64]) -> Option<u64> {
+    shape.iter().try_fold(dtype.size() as u64, |n, &s| n.checked_mul(s))
+}
+
 /// A new C-order array of `dtype` and `shape`, zeroed, not yet handed to
 /// Python: the destination of a whole read. Raises `OutOfMemoryError` when
 /// it would exceed `limit` bytes, and NumPy's `MemoryError` when it cannot
 /// be had.
 pub(crate) fn zeroed<'py>(py: Python<'py>, dtype: vds::DType, shape: &[u64], limit: u64) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let bytes = shape.iter().try_fold(dtype.size() as u64, |n, &s| n.checked_mul(s)).unwrap_or(u64::MAX);
+    let bytes = nbytes(dtype, shape).unwrap_or(u64::MAX);
     if bytes > limit {
         let m = format!(
             "a selection of {bytes} bytes exceeds the memory limit of {limit} bytes (read less at a time, or open with a larger memory_limit=)"

@@ -8,7 +8,7 @@
 //! writes are the `Dataset` class's own. Everything else (regions, levels
 //! of detail, masks, growth) goes through `vds.open` and `vds.create`.
 
-use crate::arrays::{by_dtype, zeroed};
+use crate::arrays::{by_dtype, nbytes, zeroed};
 use crate::create::CodecSpec;
 use crate::dataset::{read_fresh, write_typed, Dataset, Layer};
 use crate::errors::{invalid, lib, to_py, Failure};
@@ -303,9 +303,7 @@ pub(crate) fn load<'py>(
         };
         let wanted: Vec<(usize, String, DType, Vec<u64>)> =
             chosen.into_iter().map(|i| (i, vars[i].name().to_owned(), vars[i].dtype(), vars[i].shape().to_vec())).collect();
-        let total = wanted.iter().try_fold(0u64, |sum, (_, _, dtype, shape)| {
-            shape.iter().try_fold(dtype.size() as u64, |n, &s| n.checked_mul(s)).and_then(|n| sum.checked_add(n))
-        });
+        let total = wanted.iter().try_fold(0u64, |sum, (_, _, dtype, shape)| nbytes(*dtype, shape).and_then(|n| sum.checked_add(n)));
         if total.is_none_or(|t| t > memory_limit) {
             let what = total.map_or_else(|| "more than 2**64".to_owned(), |t| t.to_string());
             let m = format!(
