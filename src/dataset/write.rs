@@ -167,6 +167,11 @@ impl Dataset {
             let workers = if full.len() * var.chunk_elems * esize < PARALLEL_MIN_BYTES { 1 } else { cores().min(full.len()) };
             if workers < 2 {
                 for (coords, plan) in &full {
+                    // A chunk stored raw whose rows lie whole in the caller's buffer is written from there.
+                    if let Some(runs) = raw_runs(var, coords, plan) {
+                        self.store_chunk(var, chunk_key(var, coords), prepare_runs(var, data, runs), data)?;
+                        continue;
+                    }
                     fill_chunk(var, &var.fill, &mut buf);
                     gather(var, plan, data, &mut buf);
                     self.store_chunk(var, chunk_key(var, coords), prepare(var, coords, &buf, decoded), &buf)?;
