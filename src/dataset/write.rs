@@ -3,7 +3,9 @@
 //! until the commit; each chunk reduced to a constant entry or encoded and
 //! appended to the file slot the slot policy chooses.
 
-use super::plan::{chunk_key, cores, fill_chunk, for_each_chunk, pipeline, valid_part, Buffers, ChunkPlan, PARALLEL_MIN_BYTES};
+use super::plan::{
+    chunk_key, cores, fill_chunk, for_each_chunk, pipeline, valid_part, within_limit, Buffers, ChunkPlan, PARALLEL_MIN_BYTES,
+};
 use super::{quant, Dataset, SlotPolicy, VarRef};
 use crate::array::{as_bytes, block_is_constant, contiguous_runs, copy_block, Element, Order, Region, Span};
 use crate::codec::{self, blocks, blocks::CODEC_BLOCKS};
@@ -123,8 +125,11 @@ impl Dataset {
         }
         let esize = var.esize();
         let what = format!("a chunk of variable {:?}", var.name);
+        let chunk_bytes = var.chunk_elems * esize;
+        // Checked before anything is written; allocated (zeroed) when a chunk
+        // first needs it: a chunk stored raw from the caller's rows does not.
+        within_limit(chunk_bytes, self.memory_limit, &what)?;
         let mut buf = Vec::new();
-        self.reserve(&mut buf, var.chunk_elems * esize, &what)?;
         // Values decoded from a bounded layer are approximations already.
         let decoded = self.writing_decoded && var.is_bounded();
         // Chunks the region covers entirely need no old contents: they are
@@ -147,12 +152,15 @@ impl Dataset {
             // The rest of the chunk may hold approximations already: stored
             // lossily again they would drift beyond the bound.
             let lossless = decoded || (var.is_bounded() && approximate(&self.entry(&key)?));
+            if buf.is_empty() {
+                self.reserve(&mut buf, chunk_bytes, &what)?;
+            }
             self.load_chunk(var, coords, &mut buf)?;
             gather(var, plan, data, &mut buf);
             let mut next = Vec::new();
             if buf.len() <= self.held_limit {
                 // The next chunk needs a buffer of its own.
-                self.reserve(&mut next, var.chunk_elems * esize, &what)?;
+                self.reserve(&mut next, chunk_bytes, &what)?;
             }
             match self.hold(key, var, coords, std::mem::replace(&mut buf, next), lossless)? {
                 None => {}
@@ -171,6 +179,9 @@ impl Dataset {
                     if let Some(runs) = raw_runs(var, coords, plan) {
                         self.store_chunk(var, chunk_key(var, coords), prepare_runs(var, data, runs), data)?;
                         continue;
+                    }
+                    if buf.is_empty() {
+                        self.reserve(&mut buf, chunk_bytes, &what)?;
                     }
                     fill_chunk(var, &var.fill, &mut buf);
                     gather(var, plan, data, &mut buf);
@@ -374,7 +385,8 @@ fn raw_runs(var: &Variable, coords: &[u64], plan: &ChunkPlan) -> Option<Vec<(usi
     }
     let esize = var.esize();
     let rev: Vec<Span> = plan.spans.iter().map(|s| Span { count: s.count, src: s.dst, dst: s.src }).collect();
-    let runs = contiguous_runs(&rev, esize, plan.dst0, 0, MIN_RUN_BYTES)?;
+    // A chunk that is one run is written from it whatever its size: no piece of a vectored write.
+    let runs = contiguous_runs(&rev, esize, plan.dst0, 0, MIN_RUN_BYTES.min(var.chunk_elems * esize))?;
     (runs.iter().map(|r| r.1).sum::<usize>() == var.chunk_elems * esize).then_some(runs)
 }
 
