@@ -64,20 +64,25 @@ fn as_array<'py>(py: Python<'py>, name: &str, value: &Bound<'py, PyAny>) -> PyRe
 }
 
 /// The items of `obj`, a list or tuple of at most `MAX_DIMS` (one per axis),
-/// each converted by `item`; `what` names it in errors.
-fn per_axis<T>(py: Python<'_>, what: &str, obj: &Bound<'_, PyAny>, item: impl Fn(&Bound<'_, PyAny>) -> Option<T>) -> PyResult<Vec<T>> {
+/// each converted by `item`; `what` names it in errors (made only for one).
+fn per_axis<T>(
+    py: Python<'_>,
+    what: impl Fn() -> String,
+    obj: &Bound<'_, PyAny>,
+    item: impl Fn(&Bound<'_, PyAny>) -> Option<T>,
+) -> PyResult<Vec<T>> {
     let describe = || obj.repr().map(|r| r.to_string()).unwrap_or_default();
     let items = if let Ok(list) = obj.cast::<PyList>() {
         list.as_sequence().to_tuple()?
     } else if let Ok(tuple) = obj.cast::<PyTuple>() {
         tuple.clone()
     } else {
-        return Err(invalid(py, format!("save: {what} is a list or tuple, one entry per axis, not {}", describe())));
+        return Err(invalid(py, format!("save: {} is a list or tuple, one entry per axis, not {}", what(), describe())));
     };
     if items.len() > MAX_DIMS {
-        return Err(invalid(py, format!("save: {what} has {} entries; a variable has at most {MAX_DIMS} axes", items.len())));
+        return Err(invalid(py, format!("save: {} has {} entries; a variable has at most {MAX_DIMS} axes", what(), items.len())));
     }
-    items.iter().map(|x| item(&x).ok_or_else(|| invalid(py, format!("save: {what}: {} is not valid here", describe())))).collect()
+    items.iter().map(|x| item(&x).ok_or_else(|| invalid(py, format!("save: {}: {} is not valid here", what(), describe())))).collect()
 }
 
 /// One variable to save: its name, axis names, element type and array.
@@ -110,9 +115,12 @@ fn items<'py>(py: Python<'py>, data: &Bound<'py, PyDict>, dims: Option<&Bound<'p
         let array = as_array(py, &name, &value)?;
         let shape = array.shape();
         let names: Vec<String> = match dims.map(|d| d.get_item(&name)).transpose()?.flatten() {
-            Some(given) => per_axis(py, &format!("dims of variable {name:?}"), &given, |x| {
-                x.cast::<PyString>().ok().and_then(|s| s.to_cow().ok().map(|c| c.into_owned()))
-            })?,
+            Some(given) => per_axis(
+                py,
+                || format!("dims of variable {name:?}"),
+                &given,
+                |x| x.cast::<PyString>().ok().and_then(|s| s.to_cow().ok().map(|c| c.into_owned())),
+            )?,
             None => (0..shape.len()).map(|i| format!("dim_{i}")).collect(),
         };
         if names.len() != shape.len() {
@@ -178,13 +186,18 @@ fn describe(
         let mut v = VariableBuilder::new(&it.name, it.dtype, &names);
         if let Some(shape) = chunks.map(|c| c.get_item(&it.name)).transpose()?.flatten() {
             // Whole numbers (NumPy's too), not bools.
-            let shape = per_axis(py, &format!("chunks of variable {:?}", it.name), &shape, |x| {
-                if x.is_instance_of::<PyBool>() {
-                    None
-                } else {
-                    x.extract::<u64>().ok()
-                }
-            })?;
+            let shape = per_axis(
+                py,
+                || format!("chunks of variable {:?}", it.name),
+                &shape,
+                |x| {
+                    if x.is_instance_of::<PyBool>() {
+                        None
+                    } else {
+                        x.extract::<u64>().ok()
+                    }
+                },
+            )?;
             v.chunk(&shape);
         }
         if let Some(c) = &codec {

@@ -5,6 +5,7 @@ fragments, pickling, and the exception raised for each kind of error."""
 import json
 import os
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -518,6 +519,35 @@ def test_default_blocks_in_large_compressed_chunks(tmp_path, rng):
         with pytest.raises(vds.InvalidArgumentError, match=message):
             vds.create(tmp_path / "bad.vds", axes=[("x", 64), ("y", 64), ("z", 64)], variables={"amp": var})
         assert not (tmp_path / "bad.vds").exists()
+
+
+def test_create_messages_name_the_axis_or_variable(tmp_path):
+    """A size, extent or list of names given wrongly is refused with a message naming its axis or
+    variable; (name, size) pairs, dicts and Axis-like dicts describe the same container."""
+    var = {"v": {"dtype": "int8", "dims": ["x"]}}
+    for axis, message in [(("x", 4.5), "the size of axis 'x' must be an integer, not 4.5"),
+                          (("x", True), "the size of axis 'x' must be an integer, not True"),
+                          ({"name": "x", "size": 4, "last": "9"}, "last of axis 'x' must be a number, not '9'"),
+                          ({"name": "x", "size": 4, "max_size": 8.0}, "max_size of axis 'x' must be an integer, not 8.0")]:
+        with pytest.raises(vds.InvalidArgumentError, match=re.escape(message)):
+            vds.create(tmp_path / "bad.vds", [axis], var)
+        assert not (tmp_path / "bad.vds").exists()
+    for v, message in [({"dtype": "int8", "dims": "x"}, "dims of variable 'v' is a sequence of names, not 'x'"),
+                       ({"dtype": "int8", "dims": ["x"], "chunks": [2.0]}, "a chunk extent of variable 'v' must be an integer, not 2.0"),
+                       ({"dtype": "int8", "dims": ["x"], "partitionings": [[None]]}, "a partitioning extent of variable 'v' must be an integer"),
+                       ({"dtype": "int8", "dims": ["x"], "lods": 1.5}, "lods of variable 'v' must be an integer, not 1.5")]:
+        with pytest.raises(vds.InvalidArgumentError, match=re.escape(message)):
+            vds.create(tmp_path / "bad.vds", [("x", 4)], {"v": v})
+        assert not (tmp_path / "bad.vds").exists()
+    # A negative size in a pair reaches the library's check, as in a dict.
+    for axis in [("x", -1), {"name": "x", "size": -1}]:
+        with pytest.raises(vds.InvalidArgumentError):
+            vds.create(tmp_path / "bad.vds", [axis], var)
+    descriptors = []
+    for axis in [("x", 4), ["x", 4], {"name": "x", "size": 4}, ("x", np.int32(4))]:
+        with vds.create(tmp_path / "same.vds", [axis], var, overwrite=True) as ds:
+            descriptors.append(ds.descriptor())
+    assert all(d == descriptors[0] for d in descriptors)
 
 
 def test_create_refuses_what_json_cannot_hold(tmp_path):

@@ -104,28 +104,34 @@ def _size(value, what):
     return n
 
 
-def _count(value, what):
-    """A whole number given for a size or an extent (NumPy integers too; not a float, a string or a bool)."""
+def _what(what, args):
+    """``what`` with ``args`` put in (``str.format``): error messages are made only when raised."""
+    return what.format(*args) if args else what
+
+
+def _count(value, what, *args):
+    """A whole number given for a size or an extent (NumPy integers too; not a float, a string or a bool).
+    ``what`` names it in the error (formatted with ``args``)."""
     if type(value) is int:
         return value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise InvalidArgumentError(f"{what} must be an integer, not {value!r}")
+        raise InvalidArgumentError(f"{_what(what, args)} must be an integer, not {value!r}")
     return int(value)
 
 
-def _number(value, what):
+def _number(value, what, *args):
     """A coordinate: an int or float, NumPy's too (not a string or a bool), as a float."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise InvalidArgumentError(f"{what} must be a number, not {value!r}")
+        raise InvalidArgumentError(f"{_what(what, args)} must be a number, not {value!r}")
     return float(value)
 
 
-def _names(value, what):
+def _names(value, what, *args):
     """A sequence of names as a list; a single string is refused rather than split into letters."""
     if type(value) is list:
         return value
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-        raise InvalidArgumentError(f"{what} is a sequence of names, not {value!r}")
+        raise InvalidArgumentError(f"{_what(what, args)} is a sequence of names, not {value!r}")
     return list(value)
 
 
@@ -254,6 +260,8 @@ def _scalar(x):
 
 
 def _axis_spec(a):
+    if type(a) is tuple and len(a) == 2 and type(a[1]) is int:
+        return {"name": a[0], "samples": a[1]}  # (name, size), the common form: as below, without the lookups
     if isinstance(a, Axis):
         a = {"name": a.name, "size": a.size, "unit": a.unit, "first": a.first, "last": a.last,
              "growable": a.growable, "max_size": a.max_size}
@@ -268,14 +276,14 @@ def _axis_spec(a):
     if "name" not in a or "size" not in a:
         raise InvalidArgumentError(f"an axis needs a name and a size; got {a!r}")
     # Only what was given: the extension's defaults are the library's.
-    out = {"name": a["name"], "samples": _count(a["size"], f"the size of axis {a['name']!r}")}
+    out = {"name": a["name"], "samples": _count(a["size"], "the size of axis {!r}", a["name"])}
     if a.get("unit") is not None:
         out["unit"] = a["unit"]
     for key in ("first", "last"):
         if a.get(key) is not None:
-            out[key] = _number(a[key], f"{key} of axis {a['name']!r}")
+            out[key] = _number(a[key], "{} of axis {!r}", key, a["name"])
     if a.get("max_size") is not None:
-        out["max_samples"] = _count(a["max_size"], f"max_size of axis {a['name']!r}")
+        out["max_samples"] = _count(a["max_size"], "max_size of axis {!r}", a["name"])
     if a.get("growable") or a.get("max_size") is not None:
         out["growable"] = True
     return out
@@ -323,18 +331,22 @@ def _codec_spec(c):
 
 _VAR_KEYS = {"dtype", "dims", "chunks", "codec", "fill_value", "unit", "attrs", "lods", "lod_axes", "lod_method",
              "partitionings", "no_value", "quantization", "margin", "mask", "blocks"}
+# A variable given with these alone needs none of the other keys' checks.
+_BASIC_VAR_KEYS = {"dtype", "dims", "chunks", "codec"}
 
 
 def _variable_spec(name, v):
     if not _VAR_KEYS.issuperset(v):
         raise InvalidArgumentError(f"variable {name!r}: unknown keys {sorted(set(v) - _VAR_KEYS)} (known: {sorted(_VAR_KEYS)})")
     # Only what was given (a key given as None is not given): the extension's defaults are the library's.
-    out = {"name": name, "dtype": _dtype_name(v["dtype"]), "axes": _names(v["dims"], f"dims of variable {name!r}")}
+    out = {"name": name, "dtype": _dtype_name(v["dtype"]), "axes": _names(v["dims"], "dims of variable {!r}", name)}
     get = v.get
     if get("chunks") is not None:
-        out["chunks"] = [_count(c, f"a chunk extent of variable {name!r}") for c in v["chunks"]]
+        out["chunks"] = [_count(c, "a chunk extent of variable {!r}", name) for c in v["chunks"]]
     if get("codec") is not None:
         out["codec"] = _codec_spec(v["codec"])
+    if _BASIC_VAR_KEYS.issuperset(v):
+        return out  # nothing else given
     for key in ("fill_value", "no_value"):
         if get(key) is not None:
             out[key] = _scalar(v[key])
@@ -343,10 +355,10 @@ def _variable_spec(name, v):
     if get("attrs"):
         out["attrs"] = dict(v["attrs"]) if isinstance(v["attrs"], Mapping) else v["attrs"]
     if get("lods"):
-        out["lods"] = {"levels": _count(v["lods"], f"lods of variable {name!r}"), "axes": _names(get("lod_axes") or [], f"lod_axes of variable {name!r}"),
+        out["lods"] = {"levels": _count(v["lods"], "lods of variable {!r}", name), "axes": _names(get("lod_axes") or [], "lod_axes of variable {!r}", name),
                        "method": get("lod_method", "average")}
     if get("partitionings"):
-        out["partitionings"] = [[_count(c, f"a partitioning extent of variable {name!r}") for c in p] for p in v["partitionings"]]
+        out["partitionings"] = [[_count(c, "a partitioning extent of variable {!r}", name) for c in p] for p in v["partitionings"]]
     q = get("quantization")
     if q is not None:
         out["quantization"] = ({"storage": np.dtype(q[0]).name, "min": float(q[1]), "max": float(q[2])}
@@ -372,7 +384,7 @@ def _blocks_spec(name, blocks):
         return []
     if isinstance(blocks, (str, bytes)) or not hasattr(blocks, "__iter__"):
         raise InvalidArgumentError(f"variable {name!r}: blocks={blocks!r}: expected a block shape (one extent per axis) or False")
-    shape = [_count(b, f"a block extent of variable {name!r}") for b in blocks]
+    shape = [_count(b, "a block extent of variable {!r}", name) for b in blocks]
     if not shape:
         raise InvalidArgumentError(f"variable {name!r}: blocks=[] has no extents: give one per axis, or blocks=False for whole chunks")
     return shape
