@@ -647,3 +647,42 @@ fn a_reader_refreshed_after_the_path_was_overwritten_reads_the_new_container() {
         assert!(reader.verify().unwrap().problems.is_empty());
     }
 }
+
+/// Containers of one description share the head made first; one that
+/// differs anywhere, down to the sign of a zero, gets its own.
+#[test]
+fn each_container_gets_the_head_of_its_own_description() {
+    let dir = Scratch::new("heads");
+    let made = |name: &str, fill: f64, first: f64, attr: vds::serde_json::Value| {
+        let mut b = DatasetBuilder::new();
+        b.axis(Axis::new("x", 4).coordinates(first, 3.0));
+        b.variable(VariableBuilder::new("v", DType::Float64, &["x"]).fill(fill).attribute("a", attr));
+        let path = dir.path(name);
+        b.create(&path).unwrap().close().unwrap();
+        let (_, desc) = head_lines(&path);
+        // The descriptor's text (a JSON value compares -0.0 equal to 0.0).
+        let text = vds::serde_json::to_string(&desc).unwrap();
+        let ds = Dataset::open(&path).unwrap();
+        let v = &ds.variables()[0];
+        let fill = match v.fill_value() {
+            vds::Scalar::Float(x) => x,
+            other => panic!("a float64 fill value, not {other:?}"),
+        };
+        (text, desc, fill, ds.axes()[0].first())
+    };
+    let (first, ..) = made("a.vds", 0.0, 0.0, json!(1.5));
+    let (again, ..) = made("b.vds", 0.0, 0.0, json!(1.5));
+    assert_eq!(first, again);
+    for (name, fill, start, attr) in [
+        ("c.vds", -0.0, 0.0, json!(1.5)),
+        ("d.vds", 0.0, -0.0, json!(1.5)),
+        ("e.vds", 0.0, 0.0, json!(1)),
+        ("f.vds", 0.0, 0.0, json!([1.5])),
+    ] {
+        let (text, desc, got_fill, got_first) = made(name, fill, start, attr.clone());
+        assert_ne!(text, first, "{name}");
+        assert_eq!(desc["variables"][0]["attributes"]["a"], attr, "{name}");
+        assert_eq!(got_fill.to_bits(), fill.to_bits(), "{name}");
+        assert_eq!(got_first.to_bits(), start.to_bits(), "{name}");
+    }
+}

@@ -1,6 +1,8 @@
 //! Describing a new container: the variable and dataset builders, the
 //! descriptor they make, and creating the file.
 
+mod heads;
+
 use super::chunking::{self, default_block_shape};
 use super::open::NewHead;
 use super::{locking, slots, Dataset, Durability, Layout, DEFAULT_MEMORY_LIMIT};
@@ -352,8 +354,20 @@ impl DatasetBuilder {
         Ok(d)
     }
 
-    /// The new container's head, checked to read back before any file is touched.
+    /// The new container's head, checked to read back before any file is
+    /// touched: a copy of the one made last for the same description
+    /// ([`heads`]), or made anew.
     fn new_head(&self) -> Result<NewHead> {
+        if let Some(head) = heads::find(self) {
+            return Ok(head);
+        }
+        let head = self.make_head()?;
+        heads::keep(self, &head);
+        Ok(head)
+    }
+
+    /// [`DatasetBuilder::new_head`] made anew.
+    fn make_head(&self) -> Result<NewHead> {
         let desc = self.descriptor()?;
         // Within the limits on counts, the layout's choice costs little before
         // validation, and reading the head back validates it (once per schema).

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 /// A new container's descriptor, serialized and read back as a reader will
 /// read it, so that one no reader would accept is refused (before any file
 /// is touched, when made first).
+#[derive(Clone)]
 pub(super) struct NewHead {
     json: Vec<u8>,
     parsed: Parsed,
@@ -25,6 +26,12 @@ pub(super) struct NewHead {
 }
 
 impl NewHead {
+    /// The length of the descriptor's JSON text, and the number of stored
+    /// layers of its variables (each a variable in memory): what keeping it costs.
+    pub(super) fn size(&self) -> (usize, usize) {
+        (self.json.len(), self.parsed.2.iter().map(|v| 1 + v.layers.len()).sum())
+    }
+
     /// `desc` marked for the compact layout if `compact` (SPEC.md 3.4), as
     /// the bytes of the head, read back within `memory_limit`.
     ///
