@@ -126,8 +126,9 @@ impl Dataset {
         let esize = var.esize();
         let what = format!("a chunk of variable {:?}", var.name);
         let chunk_bytes = var.chunk_elems * esize;
-        // Checked before anything is written; allocated (zeroed) when a chunk
-        // first needs it: a chunk stored raw from the caller's rows does not.
+        // Its size is checked against the memory limit before anything is
+        // written; it is allocated (zeroed) when a chunk first needs it: a
+        // chunk stored raw from the caller's rows does not.
         within_limit(chunk_bytes, self.memory_limit, &what)?;
         let mut buf = Vec::new();
         // Values decoded from a bounded layer are approximations already.
