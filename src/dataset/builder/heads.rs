@@ -133,11 +133,10 @@ fn same_members(a: &Map<String, Value>, b: &Map<String, Value>) -> bool {
 
 fn same_value(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => match (x.as_f64(), y.as_f64()) {
+        (Value::Number(x), Value::Number(y)) => match (x.is_f64(), y.is_f64()) {
+            (true, true) => x.as_f64().map(f64::to_bits) == y.as_f64().map(f64::to_bits),
+            (false, false) => x == y,
             // An integer and a float of one value are written differently (1 and 1.0).
-            _ if x.is_f64() != y.is_f64() => false,
-            _ if !x.is_f64() => x == y,
-            (Some(p), Some(q)) => p.to_bits() == q.to_bits(),
             _ => false,
         },
         (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_value(p, q)),
