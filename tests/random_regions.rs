@@ -22,7 +22,11 @@ fn random_region(rng: &mut Rng, shape: &[u64], max_step: u64) -> (Vec<u64>, Vec<
     (start, rshape, step)
 }
 
-fn run(seed: u64, codec: Codec) {
+/// Rounds of random writes, commits, reopens and reads against the
+/// reference; every third round's region has steps up to `max_step` (longer
+/// than a chunk from 5 on), and the bricks carry `margin` samples of their
+/// neighbours on each side.
+fn run(seed: u64, codec: Codec, max_step: u64, margin: u64) {
     let dir = Scratch::new("random");
     let path = dir.path("r.vds");
     let shape = [23u64, 17, 29];
@@ -32,7 +36,9 @@ fn run(seed: u64, codec: Codec) {
         .axis(Axis::new("x", 23))
         .axis(Axis::new("y", 17))
         .axis(Axis::new("z", 29))
-        .variable(VariableBuilder::new("v", DType::Float32, &["x", "y", "z"]).chunk(&[5, 4, 7]).fill(fill).codec(codec))
+        .variable(
+            VariableBuilder::new("v", DType::Float32, &["x", "y", "z"]).chunk(&[5, 4, 7]).fill(fill).codec(codec).margin(margin, margin),
+        )
         .create(&path)
         .unwrap();
     let mut rng = Rng::new(seed);
@@ -40,7 +46,7 @@ fn run(seed: u64, codec: Codec) {
     for round in 0..60 {
         let fortran = rng.below(2) == 1;
         let order = if fortran { Order::Fortran } else { Order::C };
-        let (start, rshape, step) = random_region(&mut rng, &shape, if round % 3 == 0 { 4 } else { 1 });
+        let (start, rshape, step) = random_region(&mut rng, &shape, if round % 3 == 0 { max_step } else { 1 });
         let region = Region::new(&start, &rshape).unwrap().with_step(&step).unwrap();
         match rng.below(5) {
             0 | 1 => {
@@ -81,8 +87,50 @@ fn random_regions_match_the_reference() {
     let base = seed(0x5EED);
     for i in 0..8 {
         let codec = [Codec::NONE, Codec::deflate(3), Codec::NONE, Codec::zstd(3)][i as usize % 4];
-        run(base.wrapping_add(i), codec);
+        run(base.wrapping_add(i), codec, 4, 0);
     }
+}
+
+#[test]
+fn steps_longer_than_a_chunk_skip_chunks_and_match_the_reference() {
+    // Steps of up to 16 over chunks of 4 to 7: regions that skip whole
+    // chunks, written (also through the margins of the bricks around them)
+    // and read back.
+    let base = seed(0x51DE);
+    for i in 0..6 {
+        let codec = [Codec::NONE, Codec::zstd(3)][i as usize % 2];
+        run(base.wrapping_add(i), codec, 16, [0, 1, 2][i as usize % 3]);
+    }
+}
+
+#[test]
+fn a_strided_region_over_a_vast_grid_visits_only_the_chunks_it_holds() {
+    // 2^40 chunk positions; a region of 4 x 4 samples 2^18 apart holds 16 of
+    // them. A walk over every chunk between its corners would not end in
+    // this test's lifetime; the walk over the chunks it holds takes 16 steps.
+    let dir = Scratch::new("vast");
+    let path = dir.path("v.vds");
+    let side = 1u64 << 20;
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("x", side))
+        .axis(Axis::new("y", side))
+        .variable(VariableBuilder::new("v", DType::Int32, &["x", "y"]).chunk(&[1, 1]).fill(-7i32))
+        .create(&path)
+        .unwrap();
+    let step = 1u64 << 18;
+    let region = Region::new(&[3, 5], &[4, 4]).unwrap().with_step(&[step, step]).unwrap();
+    let values: Vec<i32> = (0..16).collect();
+    ds.write("v", &region, Order::C, &values).unwrap();
+    ds.close().unwrap();
+    let ds = Dataset::open(&path).unwrap();
+    assert_eq!(ds.read_vec::<i32>("v", &region, Order::C).unwrap(), values);
+    let stats = ds.stats().unwrap();
+    assert_eq!(stats.stored_chunks + stats.constant_chunks, 16, "one chunk a written sample");
+    // Between the written samples, and past them, the fill value.
+    let beside = Region::new(&[4, 5], &[4, 4]).unwrap().with_step(&[step, step]).unwrap();
+    assert_eq!(ds.read_vec::<i32>("v", &beside, Order::C).unwrap(), vec![-7; 16]);
+    let one = Region::new(&[3 + 3 * step, 5 + 2 * step], &[1, 1]).unwrap();
+    assert_eq!(ds.read_vec::<i32>("v", &one, Order::C).unwrap(), vec![14]);
 }
 
 #[test]

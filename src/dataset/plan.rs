@@ -210,7 +210,32 @@ pub(super) fn for_each_chunk(
         lo[d] = start[d].saturating_sub(ext_hi) / var.chunk[d];
         hi[d] = ((start[d] + (shape[d] - 1) * step[d] + ext_lo) / var.chunk[d]).min(var.grid[d] - 1);
     }
-    let (cdims, bdims, lo, hi) = (&cdims[..n], &bdims[..n], &lo[..n], &hi[..n]);
+    // The first chunk at or after `c` along axis `d` whose box holds a sample
+    // of the region: a step longer than a chunk skips chunks, and the walk
+    // below visits only chunks that hold something, so that its cost follows
+    // what is read, not the grid the region spans.
+    let touched = |d: usize, c: u64| -> Option<u64> {
+        let chunk = var.chunk[d];
+        if c > hi[d] {
+            return None;
+        }
+        let c0 = (c * chunk).saturating_sub(ext_lo);
+        let i = if c0 <= start[d] { 0 } else { wire::div_ceil(c0 - start[d], step[d]) };
+        if i >= shape[d] {
+            return None;
+        }
+        let s = start[d] + i * step[d];
+        // The first chunk whose box, [k * chunk - ext_lo, (k + 1) * chunk + ext_hi), reaches past s.
+        let k = (s + 1).checked_sub(chunk.saturating_add(ext_hi)).map_or(0, |x| wire::div_ceil(x, chunk)).max(c);
+        (k <= hi[d]).then_some(k)
+    };
+    for (d, first) in lo[..n].iter_mut().enumerate() {
+        match touched(d, *first) {
+            Some(c) => *first = c,
+            None => return Ok(()),
+        }
+    }
+    let (cdims, bdims, lo) = (&cdims[..n], &bdims[..n], &lo[..n]);
     strides_into(cdims, Order::C, &mut cst[..n]);
     strides_into(bdims, order, &mut bst[..n]);
     let mut coords_buf = [0u64; MAX_DIMS];
@@ -252,8 +277,8 @@ pub(super) fn for_each_chunk(
                 break 'chunks;
             }
             d -= 1;
-            if coords[d] < hi[d] {
-                coords[d] += 1;
+            if let Some(c) = touched(d, coords[d] + 1) {
+                coords[d] = c;
                 break;
             }
             coords[d] = lo[d];
