@@ -26,76 +26,151 @@ const PER_MEMBER: u64 = 256;
 const PER_CONTAINER: u64 = 384;
 const PER_BYTE: u64 = 4;
 
+/// Why a conversion failed, and where: the keys and indices from the value
+/// converted down to the part refused, innermost first (added as the
+/// failure travels out, so a conversion that succeeds pays nothing for it).
+struct Fail {
+    at: Vec<Step>,
+    why: Why,
+}
+
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+enum Why {
+    /// Refused here: the message, without its place.
+    Refused(String),
+    /// Refused for the value as a whole (too large, too deep): no one place is to blame.
+    Whole(String),
+    /// Raised by Python while reading the value (a NumPy method): passed on as it is.
+    Raised(PyErr),
+}
+
+impl Fail {
+    fn refused(why: impl Into<String>) -> Fail {
+        Fail { at: Vec::new(), why: Why::Refused(why.into()) }
+    }
+
+    fn whole(why: impl Into<String>) -> Fail {
+        Fail { at: Vec::new(), why: Why::Whole(why.into()) }
+    }
+
+    fn within(mut self, step: Step) -> Fail {
+        if let Why::Refused(_) = self.why {
+            self.at.push(step);
+        }
+        self
+    }
+
+    /// The exception: InvalidArgumentError("{what}: at {place}: {why}"), the
+    /// place written as in Python (`["attrs"]["scale"][2]`), left out at the top.
+    fn into_py(self, py: Python<'_>, what: &str) -> PyErr {
+        match self.why {
+            Why::Raised(e) => e,
+            Why::Whole(why) => invalid(py, format!("{what}: {why}")),
+            Why::Refused(why) => {
+                let place: String = self
+                    .at
+                    .iter()
+                    .rev()
+                    .map(|s| match s {
+                        Step::Key(k) => format!("[{k:?}]"),
+                        Step::Index(i) => format!("[{i}]"),
+                    })
+                    .collect();
+                if place.is_empty() {
+                    invalid(py, format!("{what}: {why}"))
+                } else {
+                    invalid(py, format!("{what}: at {place}: {why}"))
+                }
+            }
+        }
+    }
+}
+
+impl From<PyErr> for Fail {
+    fn from(e: PyErr) -> Fail {
+        Fail { at: Vec::new(), why: Why::Raised(e) }
+    }
+}
+
+type Converted<T> = Result<T, Fail>;
+
 /// What a value may still cost as it is converted.
 struct Budget(u64);
 
 impl Budget {
-    fn take(&mut self, py: Python<'_>, what: &str, cost: u64) -> PyResult<()> {
+    fn take(&mut self, cost: u64) -> Converted<()> {
         match self.0.checked_sub(cost) {
             Some(left) => {
                 self.0 = left;
                 Ok(())
             }
-            None => Err(invalid(
-                py,
-                format!(
-                    "{what}: holds more than a descriptor parsed within {} MiB takes (SPEC.md 3.5: 96 bytes a value, 4 a byte of text)",
-                    BUDGET >> 20
-                ),
-            )),
+            None => Err(Fail::whole(format!(
+                "holds more than a descriptor parsed within {} MiB takes (SPEC.md 3.5: 96 bytes a value, 4 a byte of text)",
+                BUDGET >> 20
+            ))),
         }
     }
 }
 
-/// A string's text, or an InvalidArgumentError for one that is not Unicode
-/// (a lone surrogate).
-fn text(py: Python<'_>, what: &str, s: &Bound<'_, PyString>) -> PyResult<String> {
+/// A string's text, refused when it is not Unicode (a lone surrogate).
+fn text(s: &Bound<'_, PyString>) -> Converted<String> {
     s.to_cow().map(std::borrow::Cow::into_owned).map_err(|_| {
-        invalid(
-            py,
-            format!(
-                "{what}: the string {} is not valid Unicode (it holds a lone surrogate)",
-                s.repr().map_or_else(|_| "?".into(), |r| r.to_string())
-            ),
-        )
+        Fail::refused(format!(
+            "the string {} is not valid Unicode (it holds a lone surrogate)",
+            s.repr().map_or_else(|_| "?".into(), |r| r.to_string())
+        ))
     })
 }
 
 /// The text of a dict key, as `json.dumps` makes it: strings as they are,
 /// True, False and None as `true`, `false` and `null`, numbers in decimal.
-fn key_text(py: Python<'_>, what: &str, k: &Bound<'_, PyAny>) -> PyResult<String> {
+fn key_text(py: Python<'_>, k: &Bound<'_, PyAny>) -> Converted<String> {
     if let Ok(s) = k.cast::<PyString>() {
-        text(py, what, s)
+        text(s)
     } else if k.is_none() {
         Ok("null".into())
     } else if let Ok(b) = k.cast::<PyBool>() {
         Ok(if b.is_true() { "true" } else { "false" }.into())
     } else if k.is_instance_of::<PyInt>() || k.is_instance_of::<PyFloat>() {
-        match json_value(py, k, what, 0, &mut Budget(PER_VALUE))? {
+        match json_value(py, k, 0, &mut Budget(PER_VALUE))? {
             Value::Number(n) => Ok(n.to_string()),
-            _ => Err(invalid(py, format!("{what}: a key is not a number"))),
+            _ => Err(Fail::refused("a key is not a number")),
         }
     } else {
-        Err(invalid(py, format!("{what}: a key is {}, not a string, a number, a boolean or None", k.get_type().name()?)))
+        Err(Fail::refused(format!("a key is {}, not a string, a number, a boolean or None", k.get_type().name()?)))
     }
 }
 
-/// The JSON value of a description or an attribute (`what`, for errors):
-/// dicts, lists, tuples, strings, integers, finite floats, booleans, None,
-/// NumPy scalars and arrays. Converting here, rather than through
-/// `json.dumps` and back, keeps the creation of a small file's container
-/// cheap, and bounds what it builds. Lists and tuples are read by index (a
-/// subclass's `__iter__` is not called); a dict is read from a copy of its
-/// items, so a value that changes it cannot upset the conversion.
+/// The JSON value of a description or an attribute (`what`, for errors,
+/// which also say where in the value the part refused is): dicts, lists,
+/// tuples, strings, integers, finite floats, booleans, None, NumPy scalars
+/// and arrays. Converting here, rather than through `json.dumps` and back,
+/// keeps the creation of a small file's container cheap, and bounds what it
+/// builds. Lists and tuples are read by index (a subclass's `__iter__` is
+/// not called); a dict is read from a copy of its items, so a value that
+/// changes it cannot upset the conversion.
 pub(crate) fn to_json(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
-    json_value(py, obj, what, 0, &mut Budget(BUDGET))
+    json_value(py, obj, 0, &mut Budget(BUDGET)).map_err(|f| f.into_py(py, what))
 }
 
-fn json_value(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str, depth: usize, budget: &mut Budget) -> PyResult<Value> {
+/// The items of a list or tuple, each converted, a failure placed at its index.
+fn array<'py>(py: Python<'py>, items: impl Iterator<Item = Bound<'py, PyAny>>, depth: usize, budget: &mut Budget) -> Converted<Value> {
+    items
+        .enumerate()
+        .map(|(i, item)| json_value(py, &item, depth + 1, budget).map_err(|f| f.within(Step::Index(i))))
+        .collect::<Converted<Vec<_>>>()
+        .map(Value::Array)
+}
+
+fn json_value(py: Python<'_>, obj: &Bound<'_, PyAny>, depth: usize, budget: &mut Budget) -> Converted<Value> {
     if depth > MAX_DEPTH {
-        return Err(invalid(py, format!("{what}: nests more than {MAX_DEPTH} levels deep")));
+        return Err(Fail::whole(format!("nests more than {MAX_DEPTH} levels deep")));
     }
-    budget.take(py, what, PER_VALUE)?;
+    budget.take(PER_VALUE)?;
     if obj.is_none() {
         Ok(Value::Null)
     } else if let Ok(b) = obj.cast::<PyBool>() {
@@ -104,44 +179,47 @@ fn json_value(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str, depth: usize, 
         match i.extract::<i64>() {
             Ok(n) => Ok(Value::from(n)),
             Err(_) => {
-                i.extract::<u64>().map(Value::from).map_err(|_| invalid(py, format!("{what}: an integer beyond -2**63 .. 2**64 - 1")))
+                i.extract::<u64>().map(Value::from).map_err(|_| Fail::refused(format!("{i} is an integer beyond -2**63 .. 2**64 - 1")))
             }
         }
     } else if let Ok(f) = obj.cast::<PyFloat>() {
         let x = f.value();
-        serde_json::Number::from_f64(x).map(Value::Number).ok_or_else(|| invalid(py, format!("{what}: {x} is not a finite number")))
+        serde_json::Number::from_f64(x).map(Value::Number).ok_or_else(|| Fail::refused(format!("{x} is not a finite number")))
     } else if let Ok(s) = obj.cast::<PyString>() {
-        let t = text(py, what, s)?;
-        budget.take(py, what, PER_BYTE.saturating_mul(t.len() as u64))?;
+        let t = text(s)?;
+        budget.take(PER_BYTE.saturating_mul(t.len() as u64))?;
         Ok(Value::String(t))
     } else if let Ok(d) = obj.cast::<PyDict>() {
         let items = d.items();
         if !items.is_empty() {
-            budget.take(py, what, PER_CONTAINER)?;
+            budget.take(PER_CONTAINER)?;
         }
         let mut map = Map::new();
         for item in items.iter() {
             let (k, v) = item.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>()?;
-            let key = key_text(py, what, &k)?;
-            budget.take(py, what, PER_MEMBER.saturating_add(PER_BYTE.saturating_mul(key.len() as u64)))?;
-            map.insert(key, json_value(py, &v, what, depth + 1, budget)?);
+            let key = key_text(py, &k)?;
+            budget.take(PER_MEMBER.saturating_add(PER_BYTE.saturating_mul(key.len() as u64)))?;
+            match json_value(py, &v, depth + 1, budget) {
+                Ok(value) => map.insert(key, value),
+                Err(f) => return Err(f.within(Step::Key(key))),
+            };
         }
         Ok(Value::Object(map))
     } else if let Ok(list) = obj.cast::<PyList>() {
         if !list.is_empty() {
-            budget.take(py, what, PER_CONTAINER)?;
+            budget.take(PER_CONTAINER)?;
         }
-        list.iter().map(|item| json_value(py, &item, what, depth + 1, budget)).collect::<PyResult<Vec<_>>>().map(Value::Array)
+        array(py, list.iter(), depth, budget)
     } else if let Ok(tuple) = obj.cast::<PyTuple>() {
         if !tuple.is_empty() {
-            budget.take(py, what, PER_CONTAINER)?;
+            budget.take(PER_CONTAINER)?;
         }
-        tuple.iter().map(|item| json_value(py, &item, what, depth + 1, budget)).collect::<PyResult<Vec<_>>>().map(Value::Array)
+        array(py, tuple.iter(), depth, budget)
     } else if obj.is_instance(&py.import("numpy")?.getattr("ndarray")?)? {
         // An array: its values as nested lists, once their number is known to fit.
         let size: u64 = obj.getattr("size")?.extract()?;
-        budget.take(py, what, PER_VALUE.saturating_mul(size))?;
-        json_value(py, &obj.call_method0("tolist")?, what, depth + 1, budget)
+        budget.take(PER_VALUE.saturating_mul(size))?;
+        json_value(py, &obj.call_method0("tolist")?, depth + 1, budget)
     } else if obj.is_instance(&py.import("numpy")?.getattr("generic")?)? {
         // A NumPy scalar (np.float32(0.5), np.int16(3), np.bool_(True)): its Python value. The
         // item of a longdouble is a longdouble: that one is taken as a float64.
@@ -149,13 +227,13 @@ fn json_value(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str, depth: usize, 
         if item.is_instance(&py.import("numpy")?.getattr("generic")?)? {
             return match obj.extract::<f64>() {
                 Ok(x) if obj.is_instance(&py.import("numpy")?.getattr("floating")?)? => {
-                    json_value(py, &PyFloat::new(py, x), what, depth + 1, budget)
+                    json_value(py, &PyFloat::new(py, x), depth + 1, budget)
                 }
-                _ => Err(invalid(py, format!("{what}: a value of type {}, where a JSON value belongs", obj.get_type().name()?))),
+                _ => Err(Fail::refused(format!("a value of type {}, where a JSON value belongs", obj.get_type().name()?))),
             };
         }
-        json_value(py, &item, what, depth + 1, budget)
+        json_value(py, &item, depth + 1, budget)
     } else {
-        Err(invalid(py, format!("{what}: a value of type {}, where a JSON value belongs", obj.get_type().name()?)))
+        Err(Fail::refused(format!("a value of type {}, where a JSON value belongs", obj.get_type().name()?)))
     }
 }
