@@ -1032,7 +1032,8 @@ vds_status vds_descriptor_json(const struct vds_dataset *ds, char *buf, size_t c
  * files), `max_bytes` is used by `VDS_SLOTS_BY_SIZE` only.
  *
  * Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
- * `VDS_ERR_INVALID_ARGUMENT` (unknown policy, no slots, a slot that does not exist).
+ * `VDS_ERR_INVALID_ARGUMENT` (unknown policy, no slots, a slot that does not exist),
+ * `VDS_ERR_READ_ONLY` (a dataset open read-only).
  */
 vds_status vds_set_slot_policy(struct vds_dataset *ds,
                                int32_t policy,

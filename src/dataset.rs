@@ -306,9 +306,13 @@ impl Dataset {
     /// Chooses where new stored chunks go.
     ///
     /// # Errors
-    /// `InvalidArgument` when the policy names a slot the dataset does not have.
+    /// `InvalidArgument` when the policy names a slot the dataset does not
+    /// have; `ReadOnly` on a dataset open read-only, which stores no chunk.
     pub fn set_slot_policy(&mut self, policy: SlotPolicy) -> Result<()> {
         self.check_not_fragment()?;
+        if !self.writable {
+            return Err(Error::new(ErrorKind::ReadOnly, "the dataset is open read-only: it stores no chunk for a slot policy to place"));
+        }
         let slots: &[u16] = match &policy {
             SlotPolicy::Fixed(s) => std::slice::from_ref(s),
             SlotPolicy::RoundRobin(s) | SlotPolicy::BySize { slots: s, .. } | SlotPolicy::ByVariable(s) => s,

@@ -84,6 +84,11 @@ fn striped_chunks_and_added_slots_are_read_back_and_recorded() {
     ds.rollback().unwrap();
     assert_eq!(ds.external_slots().len(), 3);
     assert_eq!(ds.set_slot_policy(SlotPolicy::Fixed(4)).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    drop(ds);
+    // A reader stores no chunk: a policy for it is refused, not kept unused.
+    let mut ds = Dataset::open(&path).unwrap();
+    let e = ds.set_slot_policy(SlotPolicy::Fixed(1)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ReadOnly, "{e}");
 }
 
 #[test]

@@ -683,7 +683,8 @@ pub unsafe extern "C" fn vds_descriptor_json(ds: *const vds_dataset, buf: *mut c
 /// files), `max_bytes` is used by `VDS_SLOTS_BY_SIZE` only.
 ///
 /// Returns `VDS_OK`, `VDS_ERR_NULL_POINTER`, `VDS_ERR_BAD_HANDLE`,
-/// `VDS_ERR_INVALID_ARGUMENT` (unknown policy, no slots, a slot that does not exist).
+/// `VDS_ERR_INVALID_ARGUMENT` (unknown policy, no slots, a slot that does not exist),
+/// `VDS_ERR_READ_ONLY` (a dataset open read-only).
 #[no_mangle]
 pub unsafe extern "C" fn vds_set_slot_policy(
     ds: *mut vds_dataset,
