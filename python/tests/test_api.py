@@ -240,6 +240,122 @@ def test_growth_resize_and_append(tmp_path, rng):
         np.testing.assert_array_equal(whole, [[1, 2, 3], [0, 1, 2]] + [[0, 0, 0]] * 3)
 
 
+def test_append_takes_the_variables_shape_along_the_other_axes(tmp_path):
+    """append writes data of the variable's shape but along the appended axis (or without that axis:
+    one sample); another shape is refused, not reshaped, and leaves the variable as it was. No samples
+    append nothing, after the checks any append makes."""
+    path = tmp_path / "append.vds"
+    with vds.create(path, [{"name": "t", "size": 1, "growable": True}, ("x", 3)],
+                    {"g": {"dtype": "float32", "dims": ["t", "x"], "lods": 2, "lod_axes": ["t"]}}) as ds:
+        g = ds["g"]
+        g[...] = [[1, 2, 3]]
+        for data, given in [(np.array([[1], [2], [3]], np.float32), "(3, 1)"),  # as many values as a row
+                            (np.ones((2, 4), np.float32), "(2, 4)"), (np.ones(6, np.float32), "(6,)"),
+                            (np.float32(5), "()"), (np.ones((1, 1, 3), np.float32), "(1, 1, 3)")]:
+            with pytest.raises(vds.InvalidArgumentError, match=re.escape(
+                    f"append to variable 'g' of shape (1, 3) along axis 't': data of shape {given} is not of shape (n, 3)")):
+                g.append(data)
+        assert g.shape == (1, 3)
+        assert g.append(np.array([[4, 5, 6], [7, 8, 9]], np.float32)) == 1
+        assert g.append([10, 11, 12]) == 3  # one sample, without the axis
+        # Nothing to append: nothing changes, the next sample's index is returned; a dtype it cannot take is refused.
+        assert g.append(np.zeros((0, 3), np.float32), axis="t") == 4
+        with pytest.raises(vds.TypeMismatchError, match="complex128"):
+            g.append(np.zeros((0, 3), complex))
+        assert g.shape == (4, 3)
+        with pytest.raises(vds.InvalidArgumentError, match="not growable"):
+            g.append(np.zeros((4, 0), np.float32), axis="x")
+        # A level of detail is computed, not appended to.
+        with pytest.raises(vds.ReadOnlyError, match="append to level 0"):
+            g.lod(1).append(np.zeros((1, 3), np.float32))
+        assert g.shape == (4, 3)
+    with vds.open(path) as ds:
+        np.testing.assert_array_equal(ds["g"][...], np.arange(1, 13, dtype=np.float32).reshape(4, 3))
+        with pytest.raises(vds.ReadOnlyError):
+            ds["g"].append(np.zeros((0, 3), np.float32))
+    # Along a later axis, a (1, 2) array is not a (2, 1) one.
+    with vds.create(tmp_path / "x.vds", [("t", 2), {"name": "x", "size": 1, "growable": True}],
+                    {"g": {"dtype": "int32", "dims": ["t", "x"]}}) as ds:
+        with pytest.raises(vds.InvalidArgumentError, match=re.escape("along axis 'x': data of shape (1, 2) is not of shape (2, n)")):
+            ds["g"].append(np.array([[1, 2]], np.int32), axis="x")
+        assert ds["g"].append(np.array([[1], [2]], np.int32), axis=-1) == 1
+        assert ds["g"].append([3, 4], axis="x") == 2
+        np.testing.assert_array_equal(ds["g"][...], [[0, 1, 3], [0, 2, 4]])
+
+
+def test_resize_takes_integer_sizes_and_axis_names(tmp_path):
+    """Sizes given to resize are integers (NumPy's too): a float, a string or a bool is refused, not
+    rounded, and nothing changes; so are axes not given by name, and sizes beyond 64 bits."""
+    with vds.create(tmp_path / "r.vds", [{"name": "t", "size": 3, "growable": True}, ("x", 2)],
+                    {"g": {"dtype": "int8", "dims": ["t", "x"], "lods": 2, "lod_axes": ["t"]}}) as ds:
+        g = ds["g"]
+        for call, message in [(lambda: g.resize(5.9, axis="t"), "the new size of axis 't' must be an integer, not 5.9"),
+                              (lambda: g.resize("4", axis="t"), "the new size of axis 't' must be an integer, not '4'"),
+                              (lambda: g.resize((5.0, 2)), "the new size of axis 't' must be an integer, not 5.0"),
+                              (lambda: g.resize((5, "2")), "the new size of axis 'x' must be an integer, not '2'"),
+                              (lambda: g.resize(-1, axis=0), "the new size of axis 't' is from 0 to 2**64 - 1, not -1"),
+                              (lambda: ds.resize("t", True), "the new size of axis 't' must be an integer, not True"),
+                              (lambda: ds.resize("t", 2**64), "the new size of axis 't' is from 0 to 2**64 - 1, not 18446744073709551616"),
+                              (lambda: ds.resize(0, 5), "the axis to resize is a str, not 0")]:
+            with pytest.raises(vds.InvalidArgumentError, match=re.escape(message)):
+                call()
+            assert g.shape == (3, 2)
+        with pytest.raises(vds.ReadOnlyError, match="resize level 0"):
+            g.lod(1).resize(1, axis="t")
+        g.resize(np.int64(5), axis="t")
+        ds.resize("t", np.uint8(4))
+        assert g.shape == (4, 2)
+
+
+def test_dataset_options_are_checked_and_named(tmp_path):
+    """The sizes, numbers and names given to a dataset's methods and to vds.open and vds.fragment are
+    refused with an InvalidArgumentError naming the argument, not a bare TypeError or OverflowError."""
+    path = tmp_path / "o.vds"
+    vds.create(path, [("x", 4)], {"v": {"dtype": "int8", "dims": ["x"]}}).close()
+    for mode in [["r"], None, b"r"]:
+        with pytest.raises(vds.InvalidArgumentError, match=re.escape(f"mode must be 'r' or 'r+', not {mode!r}")):
+            vds.open(path, mode)
+    with pytest.raises(vds.InvalidArgumentError, match="the name of a fragment is a str, not 3"):
+        vds.fragment(path, 3)
+    with vds.open(path, "r+") as ds:
+        for call, message in [(lambda: ds.set_cache_size(-1), "the cache size is a number of bytes from 0 to 2**64 - 1, not -1"),
+                              (lambda: ds.set_cache_size(1.5), "the cache size must be an integer, not 1.5"),
+                              (lambda: ds.add_external_slot(3), "the name of an external slot is a str, not 3"),
+                              (lambda: ds.set_slot_policy(3, [0]), "the slot policy is a str, not 3"),
+                              (lambda: ds.set_slot_policy("fixed", 0), "slot policy 'fixed': slots is a sequence of slot numbers, not 0"),
+                              (lambda: ds.set_slot_policy("fixed", [-1]), "slot policy 'fixed': a slot number is from 0 to 65535, not -1"),
+                              (lambda: ds.set_slot_policy("fixed", [0.0]), "a slot number of slot policy 'fixed' must be an integer, not 0.0"),
+                              (lambda: ds.set_slot_policy("by_size", [0], -1),
+                               "max_bytes of slot policy 'by_size' is a number of bytes from 0 to 2**64 - 1, not -1")]:
+            with pytest.raises(vds.InvalidArgumentError, match=re.escape(message)):
+                call()
+        ds.set_cache_size(np.int64(1 << 20))
+        ds.set_slot_policy("fixed", (np.uint16(ds.add_external_slot("o.vdx")),))
+        ds["v"][...] = np.arange(4, dtype=np.int8)
+    with vds.open(path) as ds:
+        np.testing.assert_array_equal(ds["v"][...], np.arange(4, dtype=np.int8))
+
+
+def test_axis_coordinates_are_held_to_the_memory_limit(tmp_path):
+    """An axis may have far more samples than any variable on it stores: its coordinates are made only
+    within the dataset's memory limit (2**28 samples, 2 GiB of float64, in a file of a few KiB)."""
+    path = tmp_path / "long.vds"
+    with vds.create(path, [("x", 2**28), ("y", 3)], {"v": {"dtype": "uint8", "dims": ["x", "y"], "chunks": [1 << 16, 3]}},
+                    memory_limit=1 << 20) as ds:
+        with pytest.raises(vds.OutOfMemoryError, match=re.escape(
+                "the coordinates of axis 'x' (268435456 samples, 2147483648 bytes) exceed the memory limit of 1048576 bytes")):
+            ds.axes["x"].values
+        np.testing.assert_array_equal(ds["v"].axes["y"].values, [0.0, 1.0, 2.0])
+    assert path.stat().st_size < 64 << 10
+    with vds.open(path) as ds:  # the default limit, 1 GiB
+        with pytest.raises(vds.OutOfMemoryError, match="axis 'x'.* the memory limit of 1073741824 bytes"):
+            ds["v"].axes["x"].values
+    with vds.open(path, memory_limit=2**28 * 8 - 1) as ds, vds.open(path, memory_limit=1 << 20) as other:
+        with pytest.raises(vds.OutOfMemoryError, match="axis 'x'"):
+            ds.axes["x"].values
+        assert ds.axes["x"] == other.axes["x"]  # the limit is not part of what an axis is
+
+
 def test_verify_compact_and_slots(tmp_path, rng):
     ds, ref = volume(tmp_path, rng)
     for i in range(5):
@@ -539,15 +655,71 @@ def test_create_messages_name_the_axis_or_variable(tmp_path):
         with pytest.raises(vds.InvalidArgumentError, match=re.escape(message)):
             vds.create(tmp_path / "bad.vds", [("x", 4)], {"v": v})
         assert not (tmp_path / "bad.vds").exists()
-    # A negative size in a pair reaches the library's check, as in a dict.
+    # A negative size is refused, in a pair as in a dict.
     for axis in [("x", -1), {"name": "x", "size": -1}]:
-        with pytest.raises(vds.InvalidArgumentError):
+        with pytest.raises(vds.InvalidArgumentError, match=re.escape("the size of axis 'x' must not be negative, not -1")):
             vds.create(tmp_path / "bad.vds", [axis], var)
     descriptors = []
     for axis in [("x", 4), ["x", 4], {"name": "x", "size": 4}, ("x", np.int32(4))]:
         with vds.create(tmp_path / "same.vds", [axis], var, overwrite=True) as ds:
             descriptors.append(ds.descriptor())
     assert all(d == descriptors[0] for d in descriptors)
+
+
+def test_create_refuses_malformed_variables_and_negative_sizes(tmp_path):
+    """A variable or an option of one given in the wrong form, and a negative size or extent, are
+    refused by vds.create with an InvalidArgumentError naming the variable or axis, and no file is made."""
+    def v(dtype="int8", **options):
+        return {"v": {"dtype": dtype, "dims": ["x"], **options}}
+
+    for variables, message in [({"v": {"dims": ["x"]}}, "variable 'v' needs a dtype and dims; it has no dtype"),
+                               ({"v": {"dtype": "int8", "dims": None}}, "variable 'v' needs a dtype and dims; it has no dims"),
+                               (v("junk"), "the dtype of variable 'v': 'junk' is not a data type"),
+                               ({"v": "f4"}, "variable 'v' is a dict with a dtype and dims, not 'f4'"),
+                               ({1: {"dtype": "int8", "dims": ["x"]}}, "the name of a variable is a str, not 1"),
+                               ([{"dtype": "int8", "dims": ["x"]}], "a variable in a sequence is a dict with a name, a dtype and dims"),
+                               (["v"], "a variable in a sequence is a dict with a name, a dtype and dims, not 'v'"),
+                               (None, "variables is a dict from name to variable, or a sequence of variables"),
+                               (v(chunks=3), "chunks of variable 'v' is a sequence of extents (one per axis), not 3"),
+                               (v(chunks=[-1]), "a chunk extent of variable 'v' must not be negative, not -1"),
+                               (v(margin=1.5), "margin of variable 'v' must be an integer, not 1.5"),
+                               (v(margin=-1), "margin of variable 'v' must not be negative, not -1"),
+                               (v(margin=[1, 2, 3]), "margin of variable 'v' is one extent or (before, after)"),
+                               (v("float32", quantization=("u2",)), "quantization of variable 'v' is (storage dtype, min, max) or a dict"),
+                               (v("float32", quantization=("junk", 0, 1)), "the quantization storage of variable 'v': 'junk' is not a data type"),
+                               (v("float32", quantization=("u2", "0", 1)), "the quantization min of variable 'v' must be a number, not '0'"),
+                               (v(lods=-1), "lods of variable 'v' must not be negative, not -1"),
+                               (v(lods=300), "lods of variable 'v' is a number of levels of detail, not 300"),
+                               (v(blocks=[-1]), "a block extent of variable 'v' must not be negative, not -1"),
+                               (v(partitionings=2), "partitionings of variable 'v' is a sequence of chunk shapes"),
+                               (v(partitionings=[[-1]]), "a partitioning extent of variable 'v' must not be negative, not -1"),
+                               (v(codec=("zstd", -1)), "variable 'v': the level of codec ('zstd', -1) must be from 0 to 255, not -1"),
+                               (v(codec={"id": "zstd", "level": 2.5}), "variable 'v': the level of codec {'id': 'zstd', 'level': 2.5} must be"),
+                               (v(codec="bounded:x"), "variable 'v': codec 'bounded:x': expected 'bounded:TOLERANCE'")]:
+        with pytest.raises(vds.InvalidArgumentError, match=re.escape(message)):
+            vds.create(tmp_path / "bad.vds", [("x", 4)], variables)
+        assert not (tmp_path / "bad.vds").exists()
+    for axes, message in [([("x", -1)], "the size of axis 'x' must not be negative, not -1"),
+                          ([{"name": "x", "size": np.int64(-1)}], "the size of axis 'x' must not be negative, not -1"),
+                          ([{"name": "x", "size": 4, "max_size": -1}], "max_size of axis 'x' must not be negative, not -1"),
+                          ([(1, 4)], "the name of an axis is a str, not 1"),
+                          ("x", "axes is a sequence of axes, each (name, size) or a dict, not 'x'"),
+                          (None, "axes is a sequence of axes, each (name, size) or a dict, not None")]:
+        with pytest.raises(vds.InvalidArgumentError, match=re.escape(message)):
+            vds.create(tmp_path / "bad.vds", axes, v())
+        assert not (tmp_path / "bad.vds").exists()
+    # The forms that are right make the same file as before; a Mapping that is not a dict is a dict of variables.
+    from types import MappingProxyType
+    spec = {"dtype": "float32", "dims": ["x"], "chunks": (2,), "margin": (1, 1), "quantization": ("uint16", -1, 1), "codec": ("zstd", 3)}
+    for name, variables in [("dict.vds", {"v": spec}), ("list.vds", [dict(spec, name="v")]),
+                            ("proxy.vds", MappingProxyType({"v": dict(spec, margin=np.int8(1), chunks=np.array([2]))}))]:
+        with vds.create(tmp_path / name, [("x", 4)], variables) as ds:
+            ds["v"][...] = [0.5, -0.5, 1, -1]
+    for name in ("list.vds", "proxy.vds"):
+        assert (tmp_path / "dict.vds").read_bytes() == (tmp_path / name).read_bytes(), name
+    with vds.open(tmp_path / "proxy.vds") as ds:
+        v = ds["v"]
+        assert (v.chunks, v.margin, v.quantization["storage"], v.codec["level"]) == ((2,), (1, 1), "uint16", 3)
 
 
 def test_create_refuses_what_json_cannot_hold(tmp_path):

@@ -45,6 +45,26 @@ def test_open_dataset_engine_vds(tmp_path, rng):
         np.testing.assert_array_equal(x["amp"].values, ref)
 
 
+def test_open_dataset_holds_coordinates_and_reads_to_the_memory_limit(tmp_path, rng):
+    """The axes' coordinates are made at opening: an axis of 2**28 samples (2 GiB of coordinates, in a
+    file of a few KiB) raises OutOfMemoryError naming it rather than allocating them; ``memory_limit``
+    (as vds.open's) sets the limit, for the coordinates and for reads."""
+    path = tmp_path / "long.vds"
+    vds.create(path, [("x", 2**28), ("y", 3)], {"v": {"dtype": "uint8", "dims": ["x", "y"], "chunks": [1 << 16, 3]}}).close()
+    with pytest.raises(vds.OutOfMemoryError, match="coordinates of axis 'x' .* exceed the memory limit of 1073741824 bytes"):
+        xr.open_dataset(path, engine="vds")
+    with pytest.raises(vds.OutOfMemoryError, match="coordinates of axis 'x' .* exceed the memory limit of 1048576 bytes"):
+        xr.open_dataset(path, engine="vds", memory_limit=1 << 20)
+    square = tmp_path / "square.vds"
+    ref = rng.integers(0, 255, (300, 300), dtype=np.uint8)
+    with vds.create(square, [("a", 300), ("b", 300)], {"v": {"dtype": "uint8", "dims": ["a", "b"], "chunks": [50, 300]}}) as ds:
+        ds["v"][...] = ref
+    with xr.open_dataset(square, engine="vds", memory_limit=64 << 10) as x:
+        np.testing.assert_array_equal(x["v"][:100].values, ref[:100])
+        with pytest.raises(vds.OutOfMemoryError, match="memory limit"):
+            x["v"].values  # 90000 bytes
+
+
 def test_chunks_align_with_storage(tmp_path, rng):
     pytest.importorskip("dask")
     path, ref = make_vds(tmp_path, rng)

@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Mapping, Sequence, cast
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from . import _vds, errors
-from ._dataset import DEFAULT_MEMORY_LIMIT, Attributes, Axis, Dataset, Variable
+from ._dataset import DEFAULT_MEMORY_LIMIT, Attributes, Axis, Dataset, Variable, _count, _natural, _size, _text, _what
 from ._openvds import from_openvds, to_openvds
 from ._segy import from_segy, to_segy
 from .errors import (
@@ -86,7 +86,10 @@ def open(path: str | os.PathLike[str], mode: str = "r", *, sync: bool = True, me
     Raises :class:`NotFoundError` (also a FileNotFoundError),
     :class:`CorruptFileError`, :class:`UnsupportedError`, :class:`LockedError`.
     """
-    write = _MODES.get(mode)
+    try:
+        write = _MODES.get(mode)
+    except TypeError:  # unhashable, such as a list
+        write = None
     if write is None:
         raise InvalidArgumentError(f"mode must be 'r' or 'r+', not {mode!r} (vds.create makes a new file)")
     path = os.fsdecode(path)
@@ -94,36 +97,19 @@ def open(path: str | os.PathLike[str], mode: str = "r", *, sync: bool = True, me
     return Dataset(core, path, mode, (sync, memory_limit, cache_size, allow_external_paths))
 
 
-def _size(value, what):
-    """A size in bytes given as an option: None, or an integer from 0 to 2**64 - 1."""
-    if value is None:
-        return None
-    n = _count(value, what)
-    if not 0 <= n < 2**64:
-        raise InvalidArgumentError(f"{what} is a number of bytes from 0 to 2**64 - 1, not {value!r}")
-    return n
-
-
-def _what(what, args):
-    """``what`` with ``args`` put in (``str.format``): error messages are made only when raised."""
-    return what.format(*args) if args else what
-
-
-def _count(value, what, *args):
-    """A whole number given for a size or an extent (NumPy integers too; not a float, a string or a bool).
-    ``what`` names it in the error (formatted with ``args``)."""
-    if type(value) is int:
-        return value
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise InvalidArgumentError(f"{_what(what, args)} must be an integer, not {value!r}")
-    return int(value)
-
-
 def _number(value, what, *args):
     """A coordinate: an int or float, NumPy's too (not a string or a bool), as a float."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise InvalidArgumentError(f"{_what(what, args)} must be a number, not {value!r}")
     return float(value)
+
+
+def _extents(value, what, item, *args):
+    """A shape given as a sequence of whole numbers, not negative, as a list. ``what`` names the
+    sequence in the error, ``item`` one of its extents (both formatted with ``args``)."""
+    if type(value) is not list and type(value) is not tuple and (isinstance(value, (str, bytes)) or not hasattr(value, "__iter__")):
+        raise InvalidArgumentError(f"{_what(what, args)} is a sequence of extents (one per axis), not {value!r}")
+    return [_natural(c, item, *args) for c in value]
 
 
 def _names(value, what, *args):
@@ -195,7 +181,7 @@ def load(path: str | os.PathLike[str], names: Sequence[str] | None = None, *, me
 
 
 def fragment(path: str | os.PathLike[str], name: str) -> Dataset:
-    """Opens the container at ``path`` to write the fragment file ``name`` beside it.
+    """Opens the container at ``path`` to write the fragment file ``name`` (a str) beside it.
 
     For parallel writers (processes, Dask tasks, MPI ranks): each writes its
     part into its own fragment, with no lock between them; closing the
@@ -203,7 +189,7 @@ def fragment(path: str | os.PathLike[str], name: str) -> Dataset:
     :meth:`Dataset.merge_fragments` adopts them all atomically. Give each
     writer whole chunks: fragments holding the same chunk are refused.
     """
-    core = _vds.create_fragment(os.fsdecode(path), name)
+    core = _vds.create_fragment(os.fsdecode(path), _text(name, "the name of a fragment"))
     return Dataset(core, path, "fragment", (True, None, None, False))
 
 
@@ -260,7 +246,7 @@ def _scalar(x):
 
 
 def _axis_spec(a):
-    if type(a) is tuple and len(a) == 2 and type(a[1]) is int:
+    if type(a) is tuple and len(a) == 2 and type(a[0]) is str and type(a[1]) is int and a[1] >= 0:
         return {"name": a[0], "samples": a[1]}  # (name, size), the common form: as below, without the lookups
     if isinstance(a, Axis):
         a = {"name": a.name, "size": a.size, "unit": a.unit, "first": a.first, "last": a.last,
@@ -276,14 +262,14 @@ def _axis_spec(a):
     if "name" not in a or "size" not in a:
         raise InvalidArgumentError(f"an axis needs a name and a size; got {a!r}")
     # Only what was given: the extension's defaults are the library's.
-    out = {"name": a["name"], "samples": _count(a["size"], "the size of axis {!r}", a["name"])}
+    out = {"name": _text(a["name"], "the name of an axis"), "samples": _natural(a["size"], "the size of axis {!r}", a["name"])}
     if a.get("unit") is not None:
         out["unit"] = a["unit"]
     for key in ("first", "last"):
         if a.get(key) is not None:
             out[key] = _number(a[key], "{} of axis {!r}", key, a["name"])
     if a.get("max_size") is not None:
-        out["max_samples"] = _count(a["max_size"], "max_size of axis {!r}", a["name"])
+        out["max_samples"] = _natural(a["max_size"], "max_size of axis {!r}", a["name"])
     if a.get("growable") or a.get("max_size") is not None:
         out["growable"] = True
     return out
@@ -295,38 +281,59 @@ _AXIS_KEYS = {"name", "size", "unit", "first", "last", "growable", "max_size"}
 _DTYPE_NAMES: dict[Any, str] = {}
 
 
-def _dtype_name(d):
+def _dtype_name(d, what, name):
+    """The NumPy name of dtype ``d``; ``what`` names it in the error (formatted with the variable's ``name``)."""
     try:
         return _DTYPE_NAMES[d]
     except (KeyError, TypeError):  # TypeError: an unhashable dtype-like
-        name = np.dtype(d).name
+        try:
+            name = np.dtype(d).name
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(f"{what.format(name)} {d!r} is not a data type (such as 'float32' or 'int16')") from None
         if isinstance(d, (str, type, np.dtype)) and len(_DTYPE_NAMES) < 256:
             _DTYPE_NAMES[d] = name
         return name
 
 
-def _codec_spec(c):
+def _of(name):
+    """Where a codec error is: ``"variable 'v': "``, or nothing for the codec of every variable."""
+    return "" if name is None else f"variable {name!r}: "
+
+
+def _level(codec, level, name):
+    """A codec's level: an integer from 0 to 255 (the codec says which it takes)."""
+    n = _count(level, "{}the level of codec {!r}", _of(name), codec)
+    if not 0 <= n <= 255:
+        raise InvalidArgumentError(f"{_of(name)}the level of codec {codec!r} must be from 0 to 255, not {n}")
+    return n
+
+
+def _codec_spec(c, name=None):
+    """A codec in the form the extension takes; ``name``, the variable's, goes in error messages."""
     if c is None or c == "none":
         return {"id": "none"}
     if isinstance(c, str) and c.startswith("bounded:"):
         try:
             return {"id": "bounded", "tolerance": float(c[len("bounded:"):])}
         except ValueError:
-            raise InvalidArgumentError(f"codec {c!r}: expected 'bounded:TOLERANCE', such as 'bounded:0.01'") from None
+            raise InvalidArgumentError(f"{_of(name)}codec {c!r}: expected 'bounded:TOLERANCE', such as 'bounded:0.01'") from None
     if isinstance(c, str):
         return {"id": c}
     if isinstance(c, (tuple, list)) and len(c) == 2:
-        return {"id": c[0], "level": c[1]}
+        level = c[1]
+        return {"id": c[0], "level": level if type(level) is int and 0 <= level <= 255 else _level(c, level, name)}
     if isinstance(c, dict):
         d = dict(c)
+        if d.get("level") is not None:
+            d["level"] = _level(c, d["level"], name)
         if "relative" in d:
             # A fraction of the value range, resolved to the absolute bound the file keeps.
             if d.get("id") != "bounded" or "range" not in d or "tolerance" in d:
-                raise InvalidArgumentError(f"codec {c!r}: 'relative' needs id 'bounded' and a 'range' (min, max), and no 'tolerance'")
+                raise InvalidArgumentError(f"{_of(name)}codec {c!r}: 'relative' needs id 'bounded' and a 'range' (min, max), and no 'tolerance'")
             lo, hi = (float(x) for x in d.pop("range"))
             d["tolerance"] = float(d.pop("relative")) * (hi - lo)
         return d
-    raise InvalidArgumentError(f"codec {c!r}: expected None, 'deflate', 'zstd', 'bounded:TOLERANCE', (name, level) or a dict")
+    raise InvalidArgumentError(f"{_of(name)}codec {c!r}: expected None, 'deflate', 'zstd', 'bounded:TOLERANCE', (name, level) or a dict")
 
 
 _VAR_KEYS = {"dtype", "dims", "chunks", "codec", "fill_value", "unit", "attrs", "lods", "lod_axes", "lod_method",
@@ -336,15 +343,31 @@ _BASIC_VAR_KEYS = {"dtype", "dims", "chunks", "codec"}
 
 
 def _variable_spec(name, v):
+    if type(v) is not dict and not isinstance(v, Mapping):
+        raise InvalidArgumentError(f"variable {name!r} is a dict with a dtype and dims, not {v!r}")
     if not _VAR_KEYS.issuperset(v):
         raise InvalidArgumentError(f"variable {name!r}: unknown keys {sorted(set(v) - _VAR_KEYS)} (known: {sorted(_VAR_KEYS)})")
     # Only what was given (a key given as None is not given): the extension's defaults are the library's.
-    out = {"name": name, "dtype": _dtype_name(v["dtype"]), "axes": _names(v["dims"], "dims of variable {!r}", name)}
     get = v.get
-    if get("chunks") is not None:
-        out["chunks"] = [_count(c, "a chunk extent of variable {!r}", name) for c in v["chunks"]]
-    if get("codec") is not None:
-        out["codec"] = _codec_spec(v["codec"])
+    try:
+        dtype, dims = v["dtype"], v["dims"]
+    except KeyError:
+        dtype = dims = None
+    if dtype is None or dims is None or type(name) is not str:
+        _text(name, "the name of a variable")
+        if dtype is None or dims is None:
+            missing = "dtype" if get("dtype") is None else "dims"
+            raise InvalidArgumentError(f"variable {name!r} needs a dtype and dims; it has no {missing}")
+    out = {"name": name, "dtype": _dtype_name(dtype, "the dtype of variable {!r}:", name), "axes": _names(dims, "dims of variable {!r}", name)}
+    chunks = get("chunks")
+    if chunks is not None:
+        # A list or tuple of ints, the common form, without a call per extent.
+        out["chunks"] = ([c if type(c) is int and c >= 0 else _natural(c, "a chunk extent of variable {!r}", name) for c in chunks]
+                         if type(chunks) is list or type(chunks) is tuple
+                         else _extents(chunks, "chunks of variable {!r}", "a chunk extent of variable {!r}", name))
+    codec = get("codec")
+    if codec is not None:
+        out["codec"] = _codec_spec(codec, name)
     if _BASIC_VAR_KEYS.issuperset(v):
         return out  # nothing else given
     for key in ("fill_value", "no_value"):
@@ -355,17 +378,36 @@ def _variable_spec(name, v):
     if get("attrs"):
         out["attrs"] = dict(v["attrs"]) if isinstance(v["attrs"], Mapping) else v["attrs"]
     if get("lods"):
-        out["lods"] = {"levels": _count(v["lods"], "lods of variable {!r}", name), "axes": _names(get("lod_axes") or [], "lod_axes of variable {!r}", name),
+        levels = _natural(v["lods"], "lods of variable {!r}", name)
+        if levels > 255:
+            raise InvalidArgumentError(f"lods of variable {name!r} is a number of levels of detail, not {levels}")
+        out["lods"] = {"levels": levels, "axes": _names(get("lod_axes") or [], "lod_axes of variable {!r}", name),
                        "method": get("lod_method", "average")}
-    if get("partitionings"):
-        out["partitionings"] = [[_count(c, "a partitioning extent of variable {!r}", name) for c in p] for p in v["partitionings"]]
+    parts = get("partitionings")
+    if parts:
+        if isinstance(parts, (str, bytes)) or not hasattr(parts, "__iter__"):
+            raise InvalidArgumentError(f"partitionings of variable {name!r} is a sequence of chunk shapes, not {parts!r}")
+        out["partitionings"] = [_extents(p, "a partitioning of variable {!r}", "a partitioning extent of variable {!r}", name)
+                                for p in parts]
     q = get("quantization")
     if q is not None:
-        out["quantization"] = ({"storage": np.dtype(q[0]).name, "min": float(q[1]), "max": float(q[2])}
-                               if isinstance(q, (tuple, list)) else dict(q))
+        if isinstance(q, (tuple, list)) and len(q) == 3:
+            out["quantization"] = {"storage": _dtype_name(q[0], "the quantization storage of variable {!r}:", name),
+                                   "min": _number(q[1], "the quantization min of variable {!r}", name),
+                                   "max": _number(q[2], "the quantization max of variable {!r}", name)}
+        elif isinstance(q, Mapping):
+            out["quantization"] = dict(q)
+        else:
+            raise InvalidArgumentError(f"quantization of variable {name!r} is (storage dtype, min, max) or a dict, not {q!r}")
     margin = get("margin")
     if margin is not None:
-        out["margin"] = [margin, margin] if isinstance(margin, (int, np.integer)) else list(margin)
+        if isinstance(margin, (str, bytes)) or not hasattr(margin, "__iter__"):
+            m = _natural(margin, "margin of variable {!r}", name)
+            out["margin"] = [m, m]
+        else:
+            out["margin"] = _extents(margin, "margin of variable {!r}", "margin of variable {!r}", name)
+            if len(out["margin"]) != 2:
+                raise InvalidArgumentError(f"margin of variable {name!r} is one extent or (before, after), not {margin!r}")
     if get("mask"):
         out["mask"] = True
     blocks = _blocks_spec(name, get("blocks"))
@@ -384,7 +426,7 @@ def _blocks_spec(name, blocks):
         return []
     if isinstance(blocks, (str, bytes)) or not hasattr(blocks, "__iter__"):
         raise InvalidArgumentError(f"variable {name!r}: blocks={blocks!r}: expected a block shape (one extent per axis) or False")
-    shape = [_count(b, "a block extent of variable {!r}", name) for b in blocks]
+    shape = [_natural(b, "a block extent of variable {!r}", name) for b in blocks]
     if not shape:
         raise InvalidArgumentError(f"variable {name!r}: blocks=[] has no extents: give one per axis, or blocks=False for whole chunks")
     return shape
@@ -428,8 +470,10 @@ def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping
     arrays too). ``overwrite`` replaces an existing file (else
     :class:`AlreadyExistsError`); ``slots`` names external data files
     beside the container. Sizes, extents and names are checked as given: a
-    float size or a string where a sequence of names belongs is an
-    :class:`InvalidArgumentError`, not rounded or split into letters.
+    float or negative size, a string where a sequence of names belongs, or
+    a variable without a ``dtype`` or ``dims`` is an
+    :class:`InvalidArgumentError` naming the axis or variable, not rounded
+    or split into letters.
 
     ``layout``: ``"auto"`` (the default) gives the compact layout to a
     container whose variables declare at most 64 KiB, so that a small file
@@ -439,12 +483,18 @@ def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping
     ``"aligned"`` (4 KiB-aligned head and index pages, read by every
     format 1.x reader) choose one (SPEC.md 1.1).
     """
-    if isinstance(variables, dict):
+    if type(axes) is not list and type(axes) is not tuple and (isinstance(axes, (str, bytes)) or not hasattr(axes, "__iter__")):
+        raise InvalidArgumentError(f"axes is a sequence of axes, each (name, size) or a dict, not {axes!r}")
+    if type(variables) is dict or isinstance(variables, Mapping):
         items = list(variables.items())
+    elif isinstance(variables, (str, bytes)) or not hasattr(variables, "__iter__"):
+        raise InvalidArgumentError(f"variables is a dict from name to variable, or a sequence of variables each with a name, not {variables!r}")
     else:
         items = []
         for item in variables:
-            v = dict(cast(Mapping[str, Any], item))
+            if not isinstance(item, Mapping) or "name" not in item:
+                raise InvalidArgumentError(f"a variable in a sequence is a dict with a name, a dtype and dims, not {item!r}")
+            v = dict(item)
             items.append((v.pop("name"), v))
     spec = {
         "axes": [_axis_spec(a) for a in axes],

@@ -26,17 +26,73 @@ _ZEROS = [(0,) * n for n in range(9)]
 _ONES = [(1,) * n for n in range(9)]
 
 
+def _what(what, args):
+    """``what`` with ``args`` put in (``str.format``): error messages are made only when raised."""
+    return what.format(*args) if args else what
+
+
+def _count(value, what, *args):
+    """A whole number given for a size or an extent (NumPy integers too; not a float, a string or a bool).
+    ``what`` names it in the error (formatted with ``args``)."""
+    if type(value) is int:
+        return value
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise InvalidArgumentError(f"{_what(what, args)} must be an integer, not {value!r}")
+    return int(value)
+
+
+def _natural(value, what, *args):
+    """A size or an extent: a whole number as :func:`_count` takes it, and not negative."""
+    if type(value) is int and value >= 0:
+        return value
+    n = _count(value, what, *args)
+    if n < 0:
+        raise InvalidArgumentError(f"{_what(what, args)} must not be negative, not {n}")
+    return n
+
+
+def _nbytes(value, what, *args):
+    """A number of bytes: an integer from 0 to 2**64 - 1."""
+    n = _count(value, what, *args)
+    if not 0 <= n < 2**64:
+        raise InvalidArgumentError(f"{_what(what, args)} is a number of bytes from 0 to 2**64 - 1, not {value!r}")
+    return n
+
+
+def _size(value, what, *args):
+    """A size in bytes given as an option: None, or an integer from 0 to 2**64 - 1."""
+    return None if value is None else _nbytes(value, what, *args)
+
+
+def _new_size(axis, size):
+    """The new number of samples of ``axis`` (a name): an integer from 0 to 2**64 - 1."""
+    n = _count(size, "the new size of axis {!r}", axis)
+    if not 0 <= n < 2**64:
+        raise InvalidArgumentError(f"the new size of axis {axis!r} is from 0 to 2**64 - 1, not {size!r}")
+    return n
+
+
+def _text(value, what, *args):
+    """A name given as a str (not bytes, a number or a path)."""
+    if type(value) is not str and not isinstance(value, str):
+        raise InvalidArgumentError(f"{_what(what, args)} is a str, not {value!r}")
+    return value
+
+
 class Axis:
     """One axis of a dataset: its name, unit, size and sample coordinates.
 
     ``values`` are the coordinates of its samples, evenly spaced from ``first``
-    to ``last`` (as a NumPy array); ``growable`` axes can be resized, up to
+    to ``last`` (as a NumPy array, made on each use and held to the memory
+    limit of the dataset); ``growable`` axes can be resized, up to
     ``max_size`` (None: unbounded).
     """
 
-    __slots__ = ("name", "unit", "size", "first", "last", "growable", "max_size")
+    __slots__ = ("name", "unit", "size", "first", "last", "growable", "max_size", "_limit")
+    # What an axis is (compared by ==); not the memory limit of the dataset it came from.
+    _FIELDS = ("name", "unit", "size", "first", "last", "growable", "max_size")
 
-    def __init__(self, d):
+    def __init__(self, d, memory_limit=DEFAULT_MEMORY_LIMIT):
         self.name = d["name"]
         self.unit = d["unit"]
         self.size = d["samples"]
@@ -44,17 +100,28 @@ class Axis:
         self.last = d["last"]
         self.growable = d["growable"]
         self.max_size = d["max_samples"]
+        self._limit = memory_limit
 
     @property
     def values(self) -> np.ndarray:
-        """The coordinates of the samples: ``size`` values evenly spaced from ``first`` to ``last``."""
+        """The coordinates of the samples: ``size`` float64 values evenly spaced from ``first`` to ``last``.
+
+        Raises :class:`OutOfMemoryError` when they would take more than the memory limit of the
+        dataset (``memory_limit`` of :func:`vds.open`; an axis can hold far more samples than
+        any variable on it stores).
+        """
+        nbytes = self.size * 8
+        if nbytes > self._limit:
+            raise OutOfMemoryError(
+                f"the coordinates of axis {self.name!r} ({self.size} samples, {nbytes} bytes) exceed the memory limit "
+                f"of {self._limit} bytes (open with a larger memory_limit=)")
         return np.linspace(self.first, self.last, self.size)
 
     def __len__(self):
         return self.size
 
     def __eq__(self, other):
-        return isinstance(other, Axis) and all(getattr(self, k) == getattr(other, k) for k in Axis.__slots__)
+        return isinstance(other, Axis) and all(getattr(self, k) == getattr(other, k) for k in Axis._FIELDS)
 
     def __repr__(self):
         unit = f" {self.unit}" if self.unit else ""
@@ -134,7 +201,7 @@ class Dataset(Mapping):
         self._mode = mode
         self._options = options
         self._meta = None
-        self._limit = options[1] or DEFAULT_MEMORY_LIMIT
+        self._limit = DEFAULT_MEMORY_LIMIT if options[1] is None else options[1]
 
     # --- what is inside -------------------------------------------------------------
 
@@ -159,7 +226,7 @@ class Dataset(Mapping):
         """The Axis objects, fetched on first use (opening and reading need none)."""
         fast, names, infos, axes = self._vars()
         if axes is None:
-            axes = [Axis(a) for a in self._core.axes()]
+            axes = [Axis(a, self._limit) for a in self._core.axes()]
             self._meta = (fast, names, infos, axes)
         return axes
 
@@ -235,10 +302,10 @@ class Dataset(Mapping):
     # --- changes --------------------------------------------------------------------
 
     def resize(self, axis: str, size: int) -> None:
-        """Sets the number of samples of the growable ``axis`` (a name); samples added read as the fill value."""
-        if not isinstance(size, (int, np.integer)) or size < 0:
-            raise InvalidArgumentError(f"axis {axis!r}: the new size must be a non-negative integer, not {size!r}")
-        self._core.resize_axis(axis, int(size))
+        """Sets the number of samples of the growable ``axis`` (a name) to ``size`` (an integer, NumPy's
+        too; a float, a string or a bool is an :class:`InvalidArgumentError`); samples added read as the
+        fill value."""
+        self._core.resize_axis(_text(axis, "the axis to resize"), _new_size(axis, size))
         self._changed()
 
     def commit(self) -> None:
@@ -311,16 +378,25 @@ class Dataset(Mapping):
         return {"merged": merged, "skipped": skipped, "chunks": chunks}
 
     def add_external_slot(self, name: str) -> int:
-        """Adds an external data file ``name`` beside the container; returns its slot number."""
-        return self._core.add_external_slot(name)
+        """Adds an external data file ``name`` (a str) beside the container; returns its slot number."""
+        return self._core.add_external_slot(_text(name, "the name of an external slot"))
 
     def set_slot_policy(self, policy: str, slots: Iterable[int], max_bytes: int = 0) -> None:
-        """Routes new stored chunks: ``"fixed"``, ``"round_robin"``, ``"by_size"`` or ``"by_variable"`` over slot numbers."""
-        self._core.set_slot_policy(policy, list(slots), max_bytes)
+        """Routes new stored chunks: ``"fixed"``, ``"round_robin"``, ``"by_size"`` or ``"by_variable"`` over
+        slot numbers (integers from 0 to 65535); ``max_bytes`` is the chunk size limit of ``"by_size"``."""
+        _text(policy, "the slot policy")
+        if isinstance(slots, (str, bytes)) or not hasattr(slots, "__iter__"):
+            raise InvalidArgumentError(f"slot policy {policy!r}: slots is a sequence of slot numbers, not {slots!r}")
+        numbers = [_count(s, "a slot number of slot policy {!r}", policy) for s in slots]
+        for s in numbers:
+            if not 0 <= s < 65536:
+                raise InvalidArgumentError(f"slot policy {policy!r}: a slot number is from 0 to 65535, not {s}")
+        self._core.set_slot_policy(policy, numbers, _nbytes(max_bytes, "max_bytes of slot policy {!r}", policy))
 
     def set_cache_size(self, nbytes: int) -> None:
-        """Bounds the decoded-chunk cache and the write-back buffer of partly written chunks (0 turns both off)."""
-        self._core.set_cache_size(nbytes)
+        """Bounds the decoded-chunk cache and the write-back buffer of partly written chunks to ``nbytes``
+        (an integer from 0 to 2**64 - 1; 0 turns both off)."""
+        self._core.set_cache_size(_nbytes(nbytes, "the cache size"))
 
     @property
     def stored_bytes_read(self) -> int:
@@ -645,19 +721,28 @@ class Variable:
         self._write(key, value, self.dtype, missing)
 
     def resize(self, size: int | Sequence[int], axis: str | int | None = None) -> None:
-        """Resizes growable axes: ``size`` is the new shape, or with ``axis`` (a name or position) that axis's new size."""
+        """Resizes growable axes: ``size`` is the new shape, or with ``axis`` (a name or position) that axis's new size.
+
+        Sizes are integers (NumPy's too); a float, a string or a bool is an :class:`InvalidArgumentError`,
+        and every size is checked before any axis changes. The axes are the dataset's: every variable
+        spanning a resized axis changes with it.
+        """
+        if self._lod:
+            raise ReadOnlyError(f"variable {self._name!r}: levels of detail follow level 0; resize level 0")
         dims = self.dims
+        old = self.shape
         if axis is not None:
             d = self._axis_position(axis)
-            shape: list[Any] = list(self.shape)
+            shape: list[Any] = list(old)
             shape[d] = size
         else:
             shape = list(size) if isinstance(size, (list, tuple)) else [size]
         if len(shape) != len(dims):
             raise InvalidArgumentError(f"variable {self._name!r} has {len(dims)} axes; the new shape {tuple(shape)} has {len(shape)}")
-        for d, (old, new) in enumerate(zip(self.shape, shape)):
-            if old != new:
-                self._ds.resize(dims[d], int(new))
+        new = [_new_size(a, n) for a, n in zip(dims, shape)]
+        for d, (o, n) in enumerate(zip(old, new)):
+            if o != n:
+                self._ds.resize(dims[d], n)
 
     def _axis_position(self, axis):
         """The position of ``axis`` (a name, or a position counted from the end when negative)."""
@@ -674,16 +759,36 @@ class Variable:
 
     def append(self, data: Any, axis: str | int = 0) -> int:
         """Grows the growable ``axis`` (a name or position) by the samples in ``data`` and writes them
-        at its end; returns the index of the first new sample."""
+        at its end; returns the index of the first new sample.
+
+        ``data`` has the variable's shape except along ``axis``, where it has the number of samples to
+        add: ``(n, 3)`` along the first axis of a variable of shape ``(t, 3)``. An array without that axis
+        (here of shape ``(3,)``, a row) is one sample. Any other shape is an :class:`InvalidArgumentError`:
+        nothing else is broadcast or reshaped. Data with no samples along ``axis`` appends nothing and
+        returns the axis's size (where the next sample goes), after the same checks (the axis must be
+        growable, the dataset writable, the dtype one the variable takes).
+        """
+        if self._lod:
+            raise ReadOnlyError(f"variable {self._name!r}: levels of detail are computed from level 0 at commit; append to level 0")
         d = self._axis_position(axis)
         name = self.dims[d]
+        shape = self.shape
         data = np.asarray(data)
-        if data.ndim == self.ndim - 1:
+        given = data.shape
+        if data.ndim == len(shape) - 1:
             data = np.expand_dims(data, d)
-        if data.ndim != self.ndim:
-            raise InvalidArgumentError(f"append: data of shape {data.shape} for variable {self._name!r} of shape {self.shape}")
-        sel = select((slice(None),) * self.ndim, tuple(data.shape))
+        if data.ndim != len(shape) or data.shape[:d] != shape[:d] or data.shape[d + 1:] != shape[d + 1:]:
+            want = ", ".join("n" if i == d else str(n) for i, n in enumerate(shape))
+            raise InvalidArgumentError(
+                f"append to variable {self._name!r} of shape {shape} along axis {name!r}: data of shape {given} is not "
+                f"of shape ({want}{',' if len(shape) == 1 else ''}) (n samples) or {shape[:d] + shape[d + 1:]} (one)")
+        sel = select((slice(None),) * len(shape), data.shape)
         box = self._box(sel, data, self.dtype)
+        if sel.empty:
+            # No samples (axes have at least one, so only along ``axis``): resizing the axis to its
+            # size makes the checks an append makes, and changes nothing.
+            self._ds._core.resize_axis(name, shape[d])
+            return shape[d]
         start = self._ds._core.append(self._index, name, box)
         self._ds._changed()
         return start[d]

@@ -8,6 +8,8 @@ axes' first and last samples, or from a 1-D variable named like its axis
 (how :func:`vds.from_xarray` keeps coordinates that are not evenly spaced).
 Units and attributes are carried; ``encoding["preferred_chunks"]`` holds the
 storage chunks, so ``chunks={}`` gives Dask arrays aligned to them.
+``memory_limit=`` (as :func:`vds.open` takes it) bounds the axes' coordinates
+made at opening and every read.
 """
 
 import os
@@ -71,14 +73,19 @@ def _variable(var, lazy=True, decode_times=True):
     return out
 
 
-def open_vds_dataset(path, drop_variables=None, decode_times=True):
+def open_vds_dataset(path, drop_variables=None, decode_times=True, memory_limit=None):
     """Opens the container at ``path`` as a lazy xarray Dataset (what ``engine="vds"`` calls).
 
     With ``decode_times``, integer variables with CF time units ("hours since
     2020-01-01", as :func:`from_xarray` writes datetimes) read as datetime64,
     and those it wrote from timedeltas as timedelta64.
+
+    The coordinates of the axes are made at opening (xarray indexes them):
+    an axis whose coordinates take more than ``memory_limit`` (as
+    :func:`vds.open` takes it, default 1 GiB; it bounds every later read
+    too) raises :class:`vds.OutOfMemoryError`.
     """
-    ds = vds_open(path)
+    ds = vds_open(path, memory_limit=memory_limit)
     try:
         attrs = dict(ds.attrs)
         extra_coords = set(attrs.pop(COORDINATES_ATTR, []))
@@ -109,11 +116,11 @@ class VdsBackendEntrypoint(BackendEntrypoint):
     """Opens libvds containers in xarray: ``xr.open_dataset("f.vds", engine="vds")``."""
 
     description = "Open libvds containers (.vds) lazily, with coordinates, units and attributes"
-    open_dataset_parameters = ("filename_or_obj", "drop_variables", "decode_times")
+    open_dataset_parameters = ("filename_or_obj", "drop_variables", "decode_times", "memory_limit")
 
-    def open_dataset(self, filename_or_obj, *, drop_variables=None, decode_times=True):
+    def open_dataset(self, filename_or_obj, *, drop_variables=None, decode_times=True, memory_limit=None):
         """Opens the container ``filename_or_obj`` lazily (see :func:`open_vds_dataset`)."""
-        return open_vds_dataset(os.fspath(filename_or_obj), drop_variables, decode_times)
+        return open_vds_dataset(os.fspath(filename_or_obj), drop_variables, decode_times, memory_limit)
 
     def guess_can_open(self, filename_or_obj):
         """Whether the file's first line is a vds version line (or its name ends in .vds)."""
