@@ -177,6 +177,9 @@ def test_from_xarray_refuses_what_it_cannot_store(tmp_path):
     for chunks in ["auto", {"n": "auto"}, {"n": None}, 0]:
         with pytest.raises(vds.InvalidArgumentError, match="chunks.* (must be an integer|is a positive chunk size)"):
             vds.from_xarray(xr.Dataset({"v": ("n", np.ones(2))}), tmp_path / "bad.vds", chunks=chunks)
+    for what in [5, {"v": np.ones(2)}, np.ones(2)]:
+        with pytest.raises(vds.InvalidArgumentError, match="writes an xarray Dataset or DataArray, not"):
+            vds.from_xarray(what, tmp_path / "bad.vds")
     vds.from_xarray(xr.Dataset({"v": ("n", np.ones(8))}), tmp_path / "ok.vds", chunks=np.int64(4))
     with vds.open(tmp_path / "ok.vds") as ds:
         assert ds["v"].chunks == (4,)

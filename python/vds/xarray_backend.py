@@ -202,6 +202,8 @@ def from_xarray(dataset, path, chunks=None, codec="zstd", overwrite=False, sync=
         chunks = {d: _chunk_size(c, f"chunks[{d!r}]") for d, c in chunks.items()}
     if hasattr(dataset, "to_dataset") and not hasattr(dataset, "data_vars"):
         dataset = dataset.to_dataset(name=dataset.name or "data")
+    if not isinstance(dataset, XrDataset):
+        raise InvalidArgumentError(f"from_xarray writes an xarray Dataset or DataArray, not {type(dataset).__name__}")
     axes, coord_vars = [], {}
     for dim in dataset.sizes:
         spec, coord = _axis_of(dataset, dim)
