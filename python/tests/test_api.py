@@ -444,6 +444,31 @@ def test_pickling_reopens(tmp_path, rng):
             pickle.dumps(f)
 
 
+def test_integers_of_another_type_are_written_when_they_fit(tmp_path):
+    """Integer arrays of another type are taken when every value fits the variable's type, and refused
+    (never wrapped, as NumPy's assignment would) when one does not; floats into integers are refused."""
+    with vds.create(tmp_path / "i.vds", [("x", 4)], {"s": {"dtype": "int8", "dims": ["x"]}, "u": {"dtype": "uint8", "dims": ["x"]},
+                                                     "w": {"dtype": "int64", "dims": ["x"]}, "f": {"dtype": "float32", "dims": ["x"]}}) as ds:
+        ds["u"][...] = np.arange(4) * 80  # int64 into uint8: 0 to 240 fit
+        ds["s"][...] = np.array([-128, 0, 5, 127], np.int64)
+        ds["w"][...] = np.array([0, 1, 2, 2**63 - 1], np.uint64)
+        ds["f"][...] = np.arange(4, dtype=np.int16)  # integers into floats, as NumPy casts them
+        np.testing.assert_array_equal(ds["u"][...], [0, 80, 160, 240])
+        np.testing.assert_array_equal(ds["s"][...], [-128, 0, 5, 127])
+        np.testing.assert_array_equal(ds["w"][...], [0, 1, 2, 2**63 - 1])
+        np.testing.assert_array_equal(ds["f"][...], [0, 1, 2, 3])
+        for var, values, message in [("s", np.array([1, 300]), r"values from 1 to 300 do not fit variable 's' of int8 \(-128 to 127\)"),
+                                     ("u", np.array([-1, 2], np.int16), "values from -1 to 2 do not fit variable 'u' of uint8"),
+                                     ("w", np.array([2**63], np.uint64), "do not fit variable 'w' of int64")]:
+            with pytest.raises(vds.InvalidArgumentError, match=message):
+                ds[var][...] = values
+        with pytest.raises(vds.TypeMismatchError, match="cannot write float64 values into variable 's' of int8"):
+            ds["s"][...] = np.ones(4)
+        # Nothing refused was written.
+        np.testing.assert_array_equal(ds["s"][...], [-128, 0, 5, 127])
+        np.testing.assert_array_equal(ds["u"][...], [0, 80, 160, 240])
+
+
 def test_errors_raise_the_right_exception(tmp_path, rng):
     ds, ref = volume(tmp_path, rng)
     path = tmp_path / "vol.vds"

@@ -421,7 +421,12 @@ class Variable:
 
     ``var[...]`` reads with NumPy basic indexing (integers, negative indices,
     slices with any step, ``...``, ``None``) and returns a new C-order array;
-    ``var[...] = x`` writes, broadcasting ``x`` as NumPy does. ``np.asarray(var)``
+    ``var[...] = x`` writes, broadcasting ``x`` as NumPy does and converting
+    its values as NumPy's ``same_kind`` casting does (floats into a float32
+    variable, integers into a float one), except that integers of another
+    type are taken only when every value fits the variable's (an
+    :class:`InvalidArgumentError` otherwise, never wrapped); floats into an
+    integer variable are a :class:`TypeMismatchError`. ``np.asarray(var)``
     reads it all. ``lod(k)`` is level of detail k (read-only), ``mask`` the
     missing-value mask, ``stored`` a quantized variable's stored integers.
     """
@@ -673,8 +678,16 @@ class Variable:
                 # NumPy infers float64 for Python ints beyond int64 (uint64 values): still exact ints.
                 or v.dtype.kind == "f" and all(isinstance(x, int) for x in np.asarray(value, dtype=object).flat)):
             v = np.asarray(value, dtype=dtype)  # raises OverflowError for Python ints out of range, as NumPy does
-        if v.dtype != dtype and not np.can_cast(v.dtype, dtype, "same_kind"):
-            raise TypeMismatchError(f"cannot write {v.dtype} values into variable {self._name!r} of {dtype}")
+        if v.dtype != dtype and not np.can_cast(v.dtype, dtype, "safe"):
+            if v.dtype.kind in "iu" and dtype.kind in "iu":
+                # Integers into a narrower or other-signed type: taken when every value fits, never wrapped.
+                if v.size:
+                    info, lo, hi = np.iinfo(dtype), int(v.min()), int(v.max())
+                    if lo < info.min or hi > info.max:
+                        raise InvalidArgumentError(f"values from {lo} to {hi} do not fit variable {self._name!r} "
+                                                   f"of {dtype} ({info.min} to {info.max})")
+            elif not np.can_cast(v.dtype, dtype, "same_kind"):
+                raise TypeMismatchError(f"cannot write {v.dtype} values into variable {self._name!r} of {dtype}")
         self._ds._check_alloc(math.prod(sel.count) * dtype.itemsize)
         try:
             v = np.broadcast_to(v, sel.shape)
