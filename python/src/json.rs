@@ -65,7 +65,8 @@ impl Fail {
     }
 
     /// The exception: InvalidArgumentError("{what}: at {place}: {why}"), the
-    /// place written as in Python (`["attrs"]["scale"][2]`), left out at the top.
+    /// place written as subscripts (`["attrs"]["scale"][2]`: keys as their
+    /// JSON text, quoted and escaped, indices as numbers), left out at the top.
     fn into_py(self, py: Python<'_>, what: &str) -> PyErr {
         match self.why {
             Why::Raised(e) => e,
@@ -178,9 +179,7 @@ fn json_value(py: Python<'_>, obj: &Bound<'_, PyAny>, depth: usize, budget: &mut
     } else if let Ok(i) = obj.cast::<PyInt>() {
         match i.extract::<i64>() {
             Ok(n) => Ok(Value::from(n)),
-            Err(_) => {
-                i.extract::<u64>().map(Value::from).map_err(|_| Fail::refused(format!("{i} is an integer beyond -2**63 .. 2**64 - 1")))
-            }
+            Err(_) => i.extract::<u64>().map(Value::from).map_err(|_| Fail::refused("an integer beyond -2**63 .. 2**64 - 1")),
         }
     } else if let Ok(f) = obj.cast::<PyFloat>() {
         let x = f.value();

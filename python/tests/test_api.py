@@ -305,6 +305,18 @@ def test_resize_takes_integer_sizes_and_axis_names(tmp_path):
         g.resize(np.int64(5), axis="t")
         ds.resize("t", np.uint8(4))
         assert g.shape == (4, 2)
+    # A new shape that one axis cannot take changes no axis, not the ones before it.
+    with vds.create(tmp_path / "two.vds", [{"name": "t", "size": 3, "growable": True}, {"name": "u", "size": 2, "max_size": 6},
+                                          ("x", 2)], {"g": {"dtype": "int8", "dims": ["t", "u", "x"]}}) as ds:
+        g = ds["g"]
+        for shape, error, message in [((12, 2, 5), vds.InvalidArgumentError, "axis 'x' is not growable"),
+                                      ((12, 0, 2), vds.InvalidArgumentError, "axis 'u' cannot have 0 samples"),
+                                      ((12, 7, 2), vds.OutOfRangeError, "axis 'u' may grow to 6 samples, not 7")]:
+            with pytest.raises(error, match=message):
+                g.resize(shape)
+            assert g.shape == (3, 2, 2)
+        g.resize((12, 6, 2))
+        assert g.shape == (12, 6, 2)
 
 
 def test_dataset_options_are_checked_and_named(tmp_path):
@@ -780,6 +792,9 @@ def test_create_refuses_what_json_cannot_hold(tmp_path):
         with pytest.raises(vds.InvalidArgumentError, match=message):
             vds.create(tmp_path / "bad.vds", [axis], var)
         assert not (tmp_path / "bad.vds").exists()
+    # An integer too large is refused without its digits: str() of it would be costly, or user code.
+    with pytest.raises(vds.InvalidArgumentError, match=re.escape('create: at ["attrs"]["big"]: an integer beyond -2**63 .. 2**64 - 1')):
+        vds.create(tmp_path / "bad.vds", [("x", 4)], var, {"big": 10**5000})
     for kwargs, message in [({"slots": "abc"}, "slots is a sequence of names"), ({"attrs": {"a": dag}}, "holds more than a descriptor parsed"),
                             ({"attrs": [1, 2]}, "expected a map"), ({"attrs": {"a": {(1, 2): 3}}}, "a key is tuple"),
                             ({"memory_limit": -1}, "memory_limit is a number of bytes")]:

@@ -424,9 +424,10 @@ class Variable:
     ``var[...] = x`` writes, broadcasting ``x`` as NumPy does and converting
     its values as NumPy's ``same_kind`` casting does (floats into a float32
     variable, integers into a float one), except that integers of another
-    type are taken only when every value fits the variable's (an
-    :class:`InvalidArgumentError` otherwise, never wrapped); floats into an
-    integer variable are a :class:`TypeMismatchError`. ``np.asarray(var)``
+    type are taken only when every value fits the variable's (otherwise an
+    :class:`InvalidArgumentError` for an array, and for Python ints NumPy's
+    own ``OverflowError``; never wrapped); floats into an integer variable
+    are a :class:`TypeMismatchError`. ``np.asarray(var)``
     reads it all. ``lod(k)`` is level of detail k (read-only), ``mask`` the
     missing-value mask, ``stored`` a quantized variable's stored integers.
     """
@@ -736,9 +737,11 @@ class Variable:
     def resize(self, size: int | Sequence[int], axis: str | int | None = None) -> None:
         """Resizes growable axes: ``size`` is the new shape, or with ``axis`` (a name or position) that axis's new size.
 
-        Sizes are integers (NumPy's too); a float, a string or a bool is an :class:`InvalidArgumentError`,
-        and every size is checked before any axis changes. The axes are the dataset's: every variable
-        spanning a resized axis changes with it.
+        Sizes are integers (NumPy's too); a float, a string or a bool is an :class:`InvalidArgumentError`.
+        Every size is checked before any axis changes: an axis that would change but is not growable
+        or would have no samples (:class:`InvalidArgumentError`), or would pass its ``max_size``
+        (:class:`OutOfRangeError`), leaves every axis as it was. The axes are the dataset's: every
+        variable spanning a resized axis changes with it.
         """
         if self._lod:
             raise ReadOnlyError(f"variable {self._name!r}: levels of detail follow level 0; resize level 0")
@@ -753,9 +756,20 @@ class Variable:
         if len(shape) != len(dims):
             raise InvalidArgumentError(f"variable {self._name!r} has {len(dims)} axes; the new shape {tuple(shape)} has {len(shape)}")
         new = [_new_size(a, n) for a, n in zip(dims, shape)]
-        for d, (o, n) in enumerate(zip(old, new)):
-            if o != n:
-                self._ds.resize(dims[d], n)
+        changes = [(dims[d], n) for d, (o, n) in enumerate(zip(old, new)) if o != n]
+        if len(changes) > 1:
+            # The library checks one axis at a time: all of them first, so that none changes alone.
+            axes = self._ds.axes
+            for name, n in changes:
+                a = axes[name]
+                if not a.growable:
+                    raise InvalidArgumentError(f"axis {name!r} is not growable (declare it with growable=True)")
+                if n == 0:
+                    raise InvalidArgumentError(f"axis {name!r} cannot have 0 samples")
+                if a.max_size is not None and n > a.max_size:
+                    raise OutOfRangeError(f"axis {name!r} may grow to {a.max_size} samples, not {n}")
+        for name, n in changes:
+            self._ds.resize(name, n)
 
     def _axis_position(self, axis):
         """The position of ``axis`` (a name, or a position counted from the end when negative)."""
