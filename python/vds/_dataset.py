@@ -51,12 +51,18 @@ def _natural(value, what, *args):
     return n
 
 
-def _nbytes(value, what, *args):
-    """A number of bytes: an integer from 0 to 2**64 - 1."""
+def _u64(value, kind, what, *args):
+    """A whole number from 0 to 2**64 - 1 (the library's sizes): ``kind`` says what sort of number
+    it is in the error ("a number of bytes "), ``what`` names it (formatted with ``args``)."""
     n = _count(value, what, *args)
     if not 0 <= n < 2**64:
-        raise InvalidArgumentError(f"{_what(what, args)} is a number of bytes from 0 to 2**64 - 1, not {value!r}")
+        raise InvalidArgumentError(f"{_what(what, args)} is {kind}from 0 to 2**64 - 1, not {value!r}")
     return n
+
+
+def _nbytes(value, what, *args):
+    """A number of bytes: an integer from 0 to 2**64 - 1."""
+    return _u64(value, "a number of bytes ", what, *args)
 
 
 def _size(value, what, *args):
@@ -66,15 +72,12 @@ def _size(value, what, *args):
 
 def _new_size(axis, size):
     """The new number of samples of ``axis`` (a name): an integer from 0 to 2**64 - 1."""
-    n = _count(size, "the new size of axis {!r}", axis)
-    if not 0 <= n < 2**64:
-        raise InvalidArgumentError(f"the new size of axis {axis!r} is from 0 to 2**64 - 1, not {size!r}")
-    return n
+    return _u64(size, "", "the new size of axis {!r}", axis)
 
 
 def _text(value, what, *args):
-    """A name given as a str (not bytes, a number or a path)."""
-    if type(value) is not str and not isinstance(value, str):
+    """A name given as a str (not bytes, a number or a path; a subclass of str is one)."""
+    if not isinstance(value, str):
         raise InvalidArgumentError(f"{_what(what, args)} is a str, not {value!r}")
     return value
 
