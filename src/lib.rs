@@ -78,7 +78,7 @@ pub use array::{Element, Order, Region, RegionPieces};
 pub use dataset::{
     default_block_shape, default_chunk_shape, is_url, CompactReport, Dataset, DatasetBuilder, Durability, Layout, MergeReport, OpenOptions,
     Recovery, SlotOpener, SlotPolicy, Space, Stats, VarRef, VariableBuilder, VerifyReport, COMPACT_LIMIT, DEFAULT_BLOCKS_MIN_CHUNK,
-    DEFAULT_BLOCK_BYTES, DEFAULT_CHUNK_BYTES, FILE_LOCKING_ENV,
+    DEFAULT_BLOCK_BYTES, DEFAULT_CHUNK_BYTES, DEFAULT_MEMORY_LIMIT, FILE_LOCKING_ENV,
 };
 pub use error::{Error, ErrorKind, Location, Result};
 /// The JSON library of attribute values, re-exported so that callers use the same version.

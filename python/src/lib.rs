@@ -36,5 +36,6 @@ fn _vds(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(segy::export_segy, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("FORMAT_VERSION", (vds::FORMAT_MAJOR, vds::FORMAT_MINOR))?;
+    m.add("DEFAULT_MEMORY_LIMIT", vds::DEFAULT_MEMORY_LIMIT)?;
     Ok(())
 }

@@ -870,3 +870,19 @@ def test_layout_compact_or_aligned(tmp_path, rng):
     with pytest.raises(vds.InvalidArgumentError, match="layout 'tiny'|layout \"tiny\""):
         vds.create(tmp_path / "bad.vds", [("x", 4)], {"v": {"dtype": "int8", "dims": ["x"]}}, layout="tiny")
     assert not (tmp_path / "bad.vds").exists()
+
+
+def test_every_public_name_says_what_it_is_and_functions_show_their_arguments():
+    import inspect
+
+    for name in vds.__all__:
+        obj = getattr(vds, name)
+        if not callable(obj):
+            continue
+        doc = inspect.getdoc(obj) or ""
+        assert len(doc) > 20, f"vds.{name} has no docstring"
+        if not (isinstance(obj, type) and issubclass(obj, Exception)):
+            params = inspect.signature(obj).parameters
+            assert params, f"vds.{name} shows no arguments"
+    assert list(inspect.signature(vds.load).parameters) == ["path", "names", "memory_limit"]
+    assert inspect.signature(vds.load).parameters["memory_limit"].kind is inspect.Parameter.KEYWORD_ONLY

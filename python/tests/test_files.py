@@ -92,6 +92,38 @@ def test_memory_limit_is_checked_before_anything_is_read(tmp_path):
     assert vds.load(path, memory_limit=900_000)["b"].dtype == np.int8
 
 
+def test_load_takes_paths_names_and_limits_in_every_form_python_gives_them(tmp_path):
+    a, b = np.arange(5), np.ones((2, 3))
+    path = tmp_path / "forms.vds"
+    vds.save(path, {"a": a, "b": b}, dims={"a": ["x"], "b": ["y", "z"]})
+    for given in (path, str(path), bytes(path)):
+        got = vds.load(given)
+        assert list(got) == ["a", "b"]
+        np.testing.assert_array_equal(got["a"], a)
+        np.testing.assert_array_equal(got["b"], b)
+
+    class Fspath:
+        def __fspath__(self):
+            return bytes(path)
+
+    assert list(vds.load(Fspath(), iter(["b"]))) == ["b"]
+    assert list(vds.load(path, ("b", "a"), memory_limit=np.uint32(100_000))) == ["b", "a"]
+    assert vds.DEFAULT_MEMORY_LIMIT == 1 << 30
+    for kwargs, kind, message in [(dict(memory_limit=-1), vds.InvalidArgumentError, "memory_limit is a number of bytes from 0 to 2"),
+                                  (dict(memory_limit=True), vds.InvalidArgumentError, "memory_limit must be an integer, not True"),
+                                  (dict(memory_limit=1.5), vds.InvalidArgumentError, "memory_limit must be an integer, not 1.5"),
+                                  (dict(memory_limit=2**64), vds.InvalidArgumentError, "from 0 to 2\\*\\*64 - 1"),
+                                  (dict(names=b"ab"), vds.InvalidArgumentError, "sequence of names, not b'ab'"),
+                                  (dict(names=5), vds.InvalidArgumentError, "sequence of names, not 5"),
+                                  (dict(names=[b"a"]), vds.InvalidArgumentError, "names are strings, not b'a'")]:
+        with pytest.raises(kind, match=message):
+            vds.load(path, **kwargs)
+    with pytest.raises(TypeError, match="positional"):
+        vds.load(path, None, 100)  # the limit is given by name
+    with pytest.raises(TypeError, match="os.PathLike"):
+        vds.load(3)
+
+
 class LyingSequence(collections.abc.Sequence):
     """A sequence that claims to be far longer than memory."""
 

@@ -15,8 +15,8 @@ from . import _vds
 from ._indexing import select
 from .errors import InvalidArgumentError, OutOfMemoryError, OutOfRangeError, ReadOnlyError, TypeMismatchError
 
-#: The default memory limit of a dataset (as libvds's): no read or write allocates more.
-DEFAULT_MEMORY_LIMIT = 1 << 30
+#: The default memory limit of a dataset (libvds's, 1 GiB): no read or write allocates more.
+DEFAULT_MEMORY_LIMIT: int = _vds.DEFAULT_MEMORY_LIMIT
 
 # The keyword arguments of vds.open that a dataset keeps to reopen when unpickled.
 _OPTIONS = ("sync", "memory_limit", "cache_size", "allow_external_paths")

@@ -7,6 +7,7 @@ import numpy as np
 
 __version__: str
 FORMAT_VERSION: tuple[int, int]
+DEFAULT_MEMORY_LIMIT: int
 
 class Dataset:
     """An open libvds container (the compiled core of ``vds.Dataset``)."""
@@ -58,8 +59,10 @@ def save(
 ) -> None:
     """Writes the arrays of ``data`` as a new container in one call (see ``vds.save``); releases the GIL."""
 
-def load(path: str | PathLike[str], names: Optional[list[str]], memory_limit: int) -> dict[str, Any]:
-    """Reads variables whole into new arrays in one call (see ``vds.load``); releases the GIL."""
+def load(path: str | bytes | PathLike[str], names: Optional[Sequence[str]] = None, *, memory_limit: Optional[int] = None) -> dict[str, np.ndarray]:
+    """Reads every variable of the container at ``path`` (or those in ``names``) whole, in one call, as new
+    C-order arrays by name (``vds.load``); ``memory_limit`` (default 1 GiB) bounds opening and the arrays' total.
+    Releases the GIL."""
 
 def create_fragment(container: str | PathLike[str], name: str) -> Dataset: ...
 def recover(path: str | PathLike[str]) -> tuple[Optional[int], int]: ...
