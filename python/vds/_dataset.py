@@ -26,6 +26,12 @@ _ZEROS = [(0,) * n for n in range(9)]
 _ONES = [(1,) * n for n in range(9)]
 
 
+def _fspath(path):
+    """``path`` (a str, bytes or os.PathLike) as a str, as os.fsdecode gives it; a str as it is,
+    without os.fsdecode's two calls, which opening a tiny file would feel."""
+    return path if type(path) is str else os.fsdecode(path)
+
+
 def _what(what, args):
     """``what`` with ``args`` put in (``str.format``): error messages are made only when raised."""
     return what.format(*args) if args else what
@@ -200,7 +206,7 @@ class Dataset(Mapping):
         # options: what it was opened with, as (sync, memory_limit, cache_size,
         # allow_external_paths) (see _OPTIONS), for reopening when unpickled.
         self._core = core
-        self._path = os.fsdecode(path)
+        self._path = _fspath(path)
         self._mode = mode
         self._options = options
         self._meta = None
