@@ -219,7 +219,7 @@ fn variable(py: Python<'_>, v: &VariableSpec) -> PyResult<VariableBuilder> {
 /// Creates a container from its description (see `vds.create`): a dict, or
 /// its JSON text.
 #[pyfunction]
-pub(crate) fn create(py: Python<'_>, path: std::path::PathBuf, spec: &Bound<'_, PyAny>) -> PyResult<Dataset> {
+pub(crate) fn create(py: Python<'_>, path: crate::paths::FsPath, spec: &Bound<'_, PyAny>) -> PyResult<Dataset> {
     let spec: Spec = match spec.cast::<PyString>() {
         Ok(text) => serde_json::from_str(
             &text.to_cow().map_err(|_| invalid(py, "create: the description is not valid Unicode (a lone surrogate)"))?,

@@ -9,10 +9,10 @@
 
 use crate::arrays::{bad_array, by_dtype, numpy_dtype, order_of, region, request, zeroed};
 use crate::errors::{invalid, lib, to_py, Failure, Outcome};
+use crate::paths::FsPath;
 use numpy::{PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use std::path::PathBuf;
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, TryLockError};
 use vds::{Compression, Order, Region, Scalar, SlotPolicy};
 
@@ -599,7 +599,7 @@ impl Dataset {
 #[pyo3(signature = (path, write=false, sync=true, memory_limit=None, cache_size=None, allow_external_paths=false))]
 pub(crate) fn open(
     py: Python<'_>,
-    path: PathBuf,
+    path: FsPath,
     write: bool,
     sync: bool,
     memory_limit: Option<u64>,
@@ -623,7 +623,7 @@ pub(crate) fn open(
 ///
 /// Uploads a cloud-optimized copy of the container at `path` to `url` (see `vds.publish`).
 #[pyfunction]
-pub(crate) fn publish(py: Python<'_>, path: std::path::PathBuf, url: &str) -> PyResult<u64> {
+pub(crate) fn publish(py: Python<'_>, path: FsPath, url: &str) -> PyResult<u64> {
     let url = url.to_owned();
     let sent = py.detach(move || -> vds::Result<u64> {
         if !url.starts_with("s3://") {
@@ -650,7 +650,7 @@ pub(crate) fn publish(py: Python<'_>, path: std::path::PathBuf, url: &str) -> Py
 ///
 /// Opens `container` to write the fragment file `name` beside it (see `vds.fragment`).
 #[pyfunction]
-pub(crate) fn create_fragment(py: Python<'_>, container: PathBuf, name: &str) -> PyResult<Dataset> {
+pub(crate) fn create_fragment(py: Python<'_>, container: FsPath, name: &str) -> PyResult<Dataset> {
     let ds = py.detach(|| vds::Dataset::create_fragment(&container, name));
     Ok(Dataset::new(lib(py, ds)?))
 }
@@ -659,7 +659,7 @@ pub(crate) fn create_fragment(py: Python<'_>, container: PathBuf, name: &str) ->
 ///
 /// Rolls a container whose newest commit is damaged back to the older one.
 #[pyfunction]
-pub(crate) fn recover(py: Python<'_>, path: PathBuf) -> PyResult<(Option<u64>, u64)> {
+pub(crate) fn recover(py: Python<'_>, path: FsPath) -> PyResult<(Option<u64>, u64)> {
     let r = py.detach(|| vds::Dataset::recover(&path));
     match lib(py, r)? {
         vds::Recovery::Intact { commit } => Ok((None, commit)),

@@ -12,10 +12,10 @@ use crate::arrays::{by_dtype, nbytes, zeroed};
 use crate::create::CodecSpec;
 use crate::dataset::{read_fresh, write_typed, Dataset, Layer};
 use crate::errors::{invalid, lib, to_py, Failure};
+use crate::paths::FsPath;
 use numpy::{PyArrayDescrMethods, PyArrayDyn, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
-use std::path::PathBuf;
 use vds::{Axis, DType, DatasetBuilder, Durability, VariableBuilder, MAX_DIMS, MAX_VARIABLES};
 
 /// The library's element type of an array, once its dtype is known to be
@@ -227,7 +227,7 @@ fn describe(
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn save(
     py: Python<'_>,
-    path: PathBuf,
+    path: FsPath,
     data: &Bound<'_, PyDict>,
     dims: Option<&Bound<'_, PyDict>>,
     attrs: Option<&Bound<'_, PyAny>>,
@@ -264,15 +264,6 @@ pub(crate) fn save(
     }
 }
 
-/// A file-system path as `os.fsdecode` takes it (a str, bytes or
-/// `os.PathLike`); a str is taken without a call into Python.
-fn fs_path(path: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
-    match path.extract() {
-        Ok(p) => Ok(p),
-        Err(_) => path.py().import("os")?.call_method1("fsdecode", (path,))?.extract(),
-    }
-}
-
 /// Reads every variable of the container at ``path`` (or those in ``names``) whole, in one call.
 ///
 /// ``path``: a file, or a URL as :func:`open` takes (``http://``,
@@ -296,11 +287,10 @@ fn fs_path(path: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
 #[pyo3(signature = (path, names=None, *, memory_limit=None))]
 pub(crate) fn load<'py>(
     py: Python<'py>,
-    path: &Bound<'py, PyAny>,
+    path: FsPath,
     names: Option<&Bound<'py, PyAny>>,
     memory_limit: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let path = fs_path(path)?;
     let memory_limit = match memory_limit {
         None => vds::DEFAULT_MEMORY_LIMIT,
         Some(m) => py.import("vds._dataset")?.getattr("_nbytes")?.call1((m, "memory_limit"))?.extract()?,

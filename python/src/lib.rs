@@ -17,6 +17,7 @@ mod dataset;
 mod errors;
 mod files;
 mod json;
+mod paths;
 mod segy;
 
 use pyo3::prelude::*;

@@ -10,6 +10,7 @@
 
 use crate::create::{codec, CodecSpec};
 use crate::errors::{invalid, to_py, Failure};
+use crate::paths::FsPath;
 use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
 use serde::Deserialize;
@@ -88,7 +89,7 @@ fn open_error(path: &Path, e: &std::io::Error) -> Failure {
 ///
 /// Imports the SEG-Y file `path` into a new container `dst` (see `vds.from_segy`).
 #[pyfunction]
-pub(crate) fn import_segy(py: Python<'_>, path: PathBuf, dst: PathBuf, spec_json: &str) -> PyResult<()> {
+pub(crate) fn import_segy(py: Python<'_>, path: FsPath, dst: FsPath, spec_json: &str) -> PyResult<()> {
     let spec: ImportSpec = serde_json::from_str(spec_json).map_err(|e| invalid(py, format!("from_segy: {e}")))?;
     let codec = match &spec.codec {
         Some(c) => codec(py, container::AMPLITUDE, c)?,
@@ -164,8 +165,8 @@ pub(crate) fn import_segy(py: Python<'_>, path: PathBuf, dst: PathBuf, spec_json
 #[pyo3(signature = (src, path, variable=None, format=None, overwrite=false, block_bytes=None))]
 pub(crate) fn export_segy(
     py: Python<'_>,
-    src: PathBuf,
-    path: PathBuf,
+    src: FsPath,
+    path: FsPath,
     variable: Option<String>,
     format: Option<i16>,
     overwrite: bool,

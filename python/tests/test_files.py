@@ -2,6 +2,7 @@
 against what vds.open and vds.create see of the same files."""
 
 import collections.abc
+import os
 import threading
 import types
 
@@ -122,6 +123,37 @@ def test_load_takes_paths_names_and_limits_in_every_form_python_gives_them(tmp_p
         vds.load(path, None, 100)  # the limit is given by name
     with pytest.raises(TypeError, match="os.PathLike"):
         vds.load(3)
+
+
+def test_a_path_object_is_asked_for_its_path_once_and_a_path_no_encoding_gives_is_refused(tmp_path):
+    path = tmp_path / "once.vds"
+    vds.save(path, {"a": np.arange(3)})
+
+    class Counted:
+        calls = 0
+
+        def __fspath__(self):
+            Counted.calls += 1
+            if Counted.calls == 1:
+                raise KeyError("the first answer")
+            return str(path)
+
+    with pytest.raises(KeyError, match="the first answer"):
+        vds.load(Counted())
+    assert Counted.calls == 1
+    np.testing.assert_array_equal(vds.load(Counted())["a"], np.arange(3))
+    # A lone surrogate has no bytes in any encoding: Python's own UnicodeEncodeError, from every call.
+    bad = str(tmp_path / "\ud800.vds")
+    for call in (lambda: vds.load(bad), lambda: vds.open(bad), lambda: vds.save(bad, {"a": np.arange(3)}),
+                 lambda: vds.create(bad, axes=[("x", 1)], variables={"v": {"dtype": "int8", "dims": ["x"]}}),
+                 lambda: vds.recover(bad)):
+        with pytest.raises(UnicodeEncodeError):
+            call()
+    # A surrogate escape stands for the byte it escapes, as os.fsencode has it.
+    odd = tmp_path / "\udcff.vds"
+    vds.save(odd, {"a": np.arange(2)})
+    assert (bytes(tmp_path) + b"/\xff.vds") in [os.fsencode(p) for p in tmp_path.iterdir()]
+    np.testing.assert_array_equal(vds.load(bytes(tmp_path) + b"/\xff.vds")["a"], np.arange(2))
 
 
 class LyingSequence(collections.abc.Sequence):

@@ -59,7 +59,7 @@ def save(
 ) -> None:
     """Writes the arrays of ``data`` as a new container in one call (see ``vds.save``); releases the GIL."""
 
-def load(path: str | bytes | PathLike[str], names: Optional[Sequence[str]] = None, *, memory_limit: Optional[int] = None) -> dict[str, np.ndarray]:
+def load(path: str | bytes | PathLike[str] | PathLike[bytes], names: Optional[Sequence[str]] = None, *, memory_limit: Optional[int] = None) -> dict[str, np.ndarray]:
     """Reads every variable of the container at ``path`` (or those in ``names``) whole, in one call, as new
     C-order arrays by name (``vds.load``); ``memory_limit`` (default 1 GiB) bounds opening and the arrays' total.
     Releases the GIL."""
