@@ -142,6 +142,21 @@ def test_a_path_object_is_asked_for_its_path_once_and_a_path_no_encoding_gives_i
         vds.load(Counted())
     assert Counted.calls == 1
     np.testing.assert_array_equal(vds.load(Counted())["a"], np.arange(3))
+
+    class Asked:
+        calls = 0
+
+        def __fspath__(self):
+            Asked.calls += 1
+            return str(tmp_path / "asked.vds")
+
+    for call in (lambda: vds.save(Asked(), {"a": np.arange(3)}, overwrite=True), lambda: vds.open(Asked()).close(),
+                 lambda: vds.create(Asked(), axes=[("x", 1)], variables={"v": {"dtype": "int8", "dims": ["x"]}},
+                                    overwrite=True).close(),
+                 lambda: vds.fragment(Asked(), "f1").close(), lambda: vds.recover(Asked())):
+        Asked.calls = 0
+        call()
+        assert Asked.calls == 1
     # A lone surrogate has no bytes in any encoding: Python's own UnicodeEncodeError, from every call.
     bad = str(tmp_path / "\ud800.vds")
     for call in (lambda: vds.load(bad), lambda: vds.open(bad), lambda: vds.save(bad, {"a": np.arange(3)}),

@@ -92,7 +92,7 @@ def open(path: str | os.PathLike[str], mode: str = "r", *, sync: bool = True, me
         write = None
     if write is None:
         raise InvalidArgumentError(f"mode must be 'r' or 'r+', not {mode!r} (vds.create makes a new file)")
-    path = _fspath(path)
+    path = _fspath(path)  # once: the dataset keeps it as a str
     core = _vds.open(path, write, sync, _size(memory_limit, "memory_limit"), _size(cache_size, "cache_size"), allow_external_paths)
     return Dataset(core, path, mode, (sync, memory_limit, cache_size, allow_external_paths))
 
@@ -152,7 +152,7 @@ def save(path: str | os.PathLike[str], data: Mapping[str, Any], *, dims: Mapping
     Read it back with :func:`load`, or with :func:`open` for regions,
     attributes and the rest.
     """
-    _vds.save(_fspath(path), data if type(data) is dict else dict(data), dims if dims is None or type(dims) is dict else dict(dims),
+    _vds.save(path, data if type(data) is dict else dict(data), dims if dims is None or type(dims) is dict else dict(dims),
               dict(attrs) if attrs is not None and type(attrs) is not dict and isinstance(attrs, Mapping) else attrs,
               chunks if chunks is None or type(chunks) is dict else dict(chunks),
               None if codec is None else _codec_spec(codec), overwrite, sync)
@@ -172,7 +172,8 @@ def fragment(path: str | os.PathLike[str], name: str) -> Dataset:
     :meth:`Dataset.merge_fragments` adopts them all atomically. Give each
     writer whole chunks: fragments holding the same chunk are refused.
     """
-    core = _vds.create_fragment(_fspath(path), _text(name, "the name of a fragment"))
+    path = _fspath(path)  # once: the dataset keeps it as a str
+    core = _vds.create_fragment(path, _text(name, "the name of a fragment"))
     return Dataset(core, path, "fragment", (True, None, None, False))
 
 
@@ -199,7 +200,7 @@ def recover(path: str | os.PathLike[str]) -> tuple[int | None, int]:
     Returns ``(damaged, commit)``: the damaged commit's number (None when the
     newest commit was intact and nothing was written) and the commit the file shows.
     """
-    return _vds.recover(_fspath(path))
+    return _vds.recover(path)
 
 
 def publish(path: str | os.PathLike[str], url: str) -> int:
@@ -214,7 +215,7 @@ def publish(path: str | os.PathLike[str], url: str) -> int:
     credentials come from the standard ``AWS_*`` variables, as for
     :func:`open`.
     """
-    return _vds.publish(_fspath(path), url)
+    return _vds.publish(path, url)
 
 
 def _scalar(x):
@@ -492,7 +493,8 @@ def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping
     if slots:
         spec["slots"] = slots
     memory_limit, cache_size = _size(memory_limit, "memory_limit"), _size(cache_size, "cache_size")
-    core = _vds.create(_fspath(path), spec)
+    path = _fspath(path)  # once: the dataset keeps it as a str
+    core = _vds.create(path, spec)
     if memory_limit is not None:
         core.set_memory_limit(memory_limit)
     if cache_size is not None:

@@ -28,7 +28,8 @@ _ONES = [(1,) * n for n in range(9)]
 
 def _fspath(path):
     """``path`` (a str, bytes or os.PathLike) as a str, as os.fsdecode gives it; a str as it is,
-    without os.fsdecode's two calls, which opening a tiny file would feel."""
+    without os.fsdecode's two calls, which opening a tiny file would feel. For what a Dataset
+    keeps: the compiled functions take a path in any of these forms themselves."""
     return path if type(path) is str else os.fsdecode(path)
 
 
