@@ -307,12 +307,11 @@ impl Dataset {
     ///
     /// # Errors
     /// `InvalidArgument` when the policy names a slot the dataset does not
-    /// have; `ReadOnly` on a dataset open read-only, which stores no chunk.
+    /// have; `ReadOnly` on a dataset open read-only, which stores no chunk;
+    /// `Poisoned` after a failed write, as every change.
     pub fn set_slot_policy(&mut self, policy: SlotPolicy) -> Result<()> {
         self.check_not_fragment()?;
-        if !self.writable {
-            return Err(Error::new(ErrorKind::ReadOnly, "the dataset is open read-only: it stores no chunk for a slot policy to place"));
-        }
+        self.check_writable()?;
         let slots: &[u16] = match &policy {
             SlotPolicy::Fixed(s) => std::slice::from_ref(s),
             SlotPolicy::RoundRobin(s) | SlotPolicy::BySize { slots: s, .. } | SlotPolicy::ByVariable(s) => s,
