@@ -112,3 +112,18 @@ pub(crate) fn zeroed<'py>(py: Python<'py>, dtype: vds::DType, shape: &[u64], lim
         Bound::from_owned_ptr_or_err(py, ptr)?.cast_into::<PyUntypedArray>().map_err(PyErr::from)
     }
 }
+
+/// The memory of `fresh`, a C-order array [`zeroed`] made, as bytes for a
+/// read to fill.
+///
+/// # Safety
+/// The caller made the array and has handed it to no Python code, so that
+/// nothing else views or changes its memory while the slice lives.
+// As NumPy's own `as_slice_mut`: the array, not the borrow, owns the memory.
+#[allow(clippy::mut_from_ref)]
+pub(crate) unsafe fn fresh_bytes<'a>(fresh: &'a Bound<'_, PyUntypedArray>) -> &'a mut [u8] {
+    let len = fresh.len() * fresh.dtype().itemsize();
+    // SAFETY: a C-contiguous array's data is `len` bytes, NumPy's data
+    // pointer is never null, and the caller guarantees no other access.
+    unsafe { std::slice::from_raw_parts_mut((*fresh.as_array_ptr()).data.cast::<u8>(), len) }
+}

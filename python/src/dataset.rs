@@ -7,7 +7,7 @@
 //! thread waits for the lock while holding the GIL, so the two locks
 //! cannot deadlock.
 
-use crate::arrays::{bad_array, by_dtype, numpy_dtype, order_of, region, request, zeroed};
+use crate::arrays::{bad_array, by_dtype, fresh_bytes, numpy_dtype, order_of, region, request, zeroed};
 use crate::errors::{invalid, lib, to_py, Failure, Outcome};
 use crate::paths::FsPath;
 use numpy::{PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
@@ -114,24 +114,6 @@ fn read_typed<T: numpy::Element + vds::Element>(
 
 /// Reads `layer` whole (of `shape`) into `fresh`, a C-order array of `T`
 /// just made and not yet handed to Python.
-pub(crate) fn read_fresh<T: numpy::Element + vds::Element>(
-    py: Python<'_>,
-    ds: &Dataset,
-    layer: Layer,
-    shape: &[u64],
-    fresh: &Bound<'_, PyUntypedArray>,
-) -> PyResult<()> {
-    if shape.contains(&0) {
-        return Ok(());
-    }
-    let region = lib(py, Region::full(shape))?;
-    let arr = fresh.cast::<PyArrayDyn<T>>()?;
-    // SAFETY: the caller made the array and has not handed it to Python, so
-    // nothing else can view or change its memory during the read.
-    let buf = unsafe { arr.as_slice_mut() }.map_err(bad_array(py, "new"))?;
-    ds.with(py, |d| Ok(d.read_lod(layer.var, layer.lod, None, &region, Order::C, buf)?))
-}
-
 pub(crate) fn write_typed<T: numpy::Element + vds::Element>(
     py: Python<'_>,
     ds: &Dataset,
@@ -273,8 +255,12 @@ impl Dataset {
             Ok((v.dtype(), v.lod_shape(lod).ok_or_else(no_level)?))
         })?;
         let fresh = zeroed(py, dtype, &shape, limit)?;
-        let layer = Layer { var, lod };
-        by_dtype!(py, fresh, read_fresh(py, self, layer, &shape, &fresh))?;
+        if !shape.contains(&0) {
+            let region = lib(py, Region::full(&shape))?;
+            // SAFETY: the array was made above and is not yet returned.
+            let buf = unsafe { fresh_bytes(&fresh) };
+            self.with(py, |d| Ok(d.read_lod_bytes(var, lod, None, &region, Order::C, buf)?))?;
+        }
         Ok(fresh)
     }
 

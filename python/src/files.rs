@@ -8,15 +8,15 @@
 //! writes are the `Dataset` class's own. Everything else (regions, levels
 //! of detail, masks, growth) goes through `vds.open` and `vds.create`.
 
-use crate::arrays::{by_dtype, nbytes, zeroed};
+use crate::arrays::{by_dtype, fresh_bytes, nbytes, zeroed};
 use crate::create::CodecSpec;
-use crate::dataset::{read_fresh, write_typed, Dataset, Layer};
-use crate::errors::{invalid, lib, to_py, Failure};
+use crate::dataset::{catch_panic, write_typed, Dataset};
+use crate::errors::{invalid, lib, to_py, Failure, Outcome};
 use crate::paths::FsPath;
 use numpy::{PyArrayDescrMethods, PyArrayDyn, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
-use vds::{Axis, DType, DatasetBuilder, Durability, VariableBuilder, MAX_DIMS, MAX_VARIABLES};
+use vds::{Axis, DType, DatasetBuilder, Durability, Order, Region, VariableBuilder, MAX_DIMS, MAX_VARIABLES};
 
 /// The library's element type of an array, once its dtype is known to be
 /// exactly one the library stores (as the write will borrow it).
@@ -264,6 +264,42 @@ pub(crate) fn save(
     }
 }
 
+/// What `load` reads of `ds`: (variable, element type, shape) of every
+/// variable, or of those `names` gives, checked against `limit` before
+/// anything is allocated.
+fn chosen(ds: &vds::Dataset, names: Option<&[String]>, path: &std::path::Path, limit: u64) -> Outcome<Vec<(usize, DType, Vec<u64>)>> {
+    let vars = ds.variables();
+    let chosen: Vec<usize> = match names {
+        None => (0..vars.len()).collect(),
+        Some(names) => {
+            let mut chosen = Vec::with_capacity(names.len());
+            for n in names {
+                let Some(i) = vars.iter().position(|v| v.name() == n) else {
+                    let all: Vec<&str> = vars.iter().map(vds::Variable::name).collect();
+                    let m = format!("load: no variable {n:?} in {} (variables: {})", path.display(), all.join(", "));
+                    return Err(Failure::Refused("NotFound", m));
+                };
+                if chosen.contains(&i) {
+                    return Err(Failure::Refused("InvalidArgument", format!("load: names gives {n:?} twice")));
+                }
+                chosen.push(i);
+            }
+            chosen
+        }
+    };
+    let wanted: Vec<(usize, DType, Vec<u64>)> = chosen.into_iter().map(|i| (i, vars[i].dtype(), vars[i].shape().to_vec())).collect();
+    let total = wanted.iter().try_fold(0u64, |sum, (_, dtype, shape)| nbytes(*dtype, shape).and_then(|n| sum.checked_add(n)));
+    if total.is_none_or(|t| t > limit) {
+        let what = total.map_or_else(|| "more than 2**64".to_owned(), |t| t.to_string());
+        let m = format!(
+            "load: {} holds {what} bytes of values, over the memory limit of {limit} bytes (load fewer with names=, or give a larger memory_limit=)",
+            path.display()
+        );
+        return Err(Failure::Refused("OutOfMemory", m));
+    }
+    Ok(wanted)
+}
+
 /// Reads every variable of the container at ``path`` (or those in ``names``) whole, in one call.
 ///
 /// ``path``: a file, or a URL as :func:`open` takes (``http://``,
@@ -316,47 +352,34 @@ pub(crate) fn load<'py>(
         .transpose()?;
     let mut o = vds::OpenOptions::new();
     o.memory_limit(memory_limit);
-    let ds = Dataset::new(lib(py, py.detach(|| o.open(&path)))?);
-    // What to read: (variable, element type, shape), checked against the limit before anything is allocated.
-    let wanted = ds.with_now(py, |d| {
-        let vars = d.variables();
-        let chosen: Vec<usize> = match &names {
-            None => (0..vars.len()).collect(),
-            Some(names) => {
-                let mut chosen = Vec::with_capacity(names.len());
-                for n in names {
-                    let Some(i) = vars.iter().position(|v| v.name() == n) else {
-                        let all: Vec<&str> = vars.iter().map(vds::Variable::name).collect();
-                        let m = format!("load: no variable {n:?} in {} (variables: {})", path.display(), all.join(", "));
-                        return Err(Failure::Refused("NotFound", m));
-                    };
-                    if chosen.contains(&i) {
-                        return Err(Failure::Refused("InvalidArgument", format!("load: names gives {n:?} twice")));
-                    }
-                    chosen.push(i);
-                }
-                chosen
-            }
-        };
-        let wanted: Vec<(usize, String, DType, Vec<u64>)> =
-            chosen.into_iter().map(|i| (i, vars[i].name().to_owned(), vars[i].dtype(), vars[i].shape().to_vec())).collect();
-        let total = wanted.iter().try_fold(0u64, |sum, (_, _, dtype, shape)| nbytes(*dtype, shape).and_then(|n| sum.checked_add(n)));
-        if total.is_none_or(|t| t > memory_limit) {
-            let what = total.map_or_else(|| "more than 2**64".to_owned(), |t| t.to_string());
-            let m = format!(
-                "load: {} holds {what} bytes of values, over the memory limit of {memory_limit} bytes (load fewer with names=, or give a larger memory_limit=)",
-                path.display()
-            );
-            return Err(Failure::Refused("OutOfMemory", m));
-        }
-        Ok(wanted)
-    })?;
+    // The library's dataset itself, not a `Dataset` object: nothing else
+    // can reach it, so it needs no lock, and it is dropped (closed) inside
+    // the reads' release of the GIL.
+    let ds = lib(py, py.detach(|| o.open(&path)))?;
+    let wanted = chosen(&ds, names.as_deref(), &path, memory_limit).map_err(|e| to_py(py, e))?;
     let out = PyDict::new(py);
-    for (var, name, dtype, shape) in wanted {
-        let fresh = zeroed(py, dtype, &shape, memory_limit)?;
-        by_dtype!(py, fresh, read_fresh(py, &ds, Layer { var, lod: 0 }, &shape, &fresh))?;
-        out.set_item(name, fresh)?;
+    let mut fresh = Vec::with_capacity(wanted.len());
+    for (var, dtype, shape) in &wanted {
+        let a = zeroed(py, *dtype, shape, memory_limit)?;
+        out.set_item(ds.variables()[*var].name(), &a)?;
+        fresh.push(a);
     }
-    ds.close(py, false)?;
+    let mut reads = Vec::with_capacity(wanted.len());
+    for ((var, _, shape), a) in wanted.iter().zip(&fresh) {
+        if !shape.contains(&0) {
+            // SAFETY: the array was made above and only `out`, not yet returned, holds it.
+            reads.push((*var, lib(py, Region::full(shape))?, unsafe { fresh_bytes(a) }));
+        }
+    }
+    let done = py.detach(move || {
+        catch_panic(|| {
+            for (var, region, buf) in reads {
+                ds.read_lod_bytes(var, 0, None, &region, Order::C, buf)?;
+            }
+            drop(ds);
+            Ok(())
+        })
+    });
+    done.map_err(|e| to_py(py, e))?;
     Ok(out)
 }
