@@ -1,8 +1,8 @@
 //! `create(path, spec)`: a new container from its description.
 //!
 //! The Python layer (`vds.create`) turns its keyword arguments into one
-//! description of JSON values (a dict), converted here without a detour
-//! through JSON text; it is checked field by field (unknown fields are
+//! description of JSON values (a dict), read here straight into the typed
+//! fields below, without a detour through JSON text or values; it is checked field by field (unknown fields are
 //! refused, so a misspelt option is an error, not silently ignored) and
 //! handed to `DatasetBuilder`, which checks everything else.
 
@@ -223,10 +223,10 @@ pub(crate) fn create(py: Python<'_>, path: crate::paths::FsPath, spec: &Bound<'_
     let spec: Spec = match spec.cast::<PyString>() {
         Ok(text) => serde_json::from_str(
             &text.to_cow().map_err(|_| invalid(py, "create: the description is not valid Unicode (a lone surrogate)"))?,
-        ),
-        Err(_) => serde_json::from_value(crate::json::to_json(py, spec, "create")?),
-    }
-    .map_err(|e| invalid(py, format!("create: {e}")))?;
+        )
+        .map_err(|e| invalid(py, format!("create: {e}")))?,
+        Err(_) => crate::json::from_py(py, spec, "create")?,
+    };
     let mut b = DatasetBuilder::new();
     for a in &spec.axes {
         let mut axis = Axis::new(&a.name, a.samples).unit(&a.unit);

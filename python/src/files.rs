@@ -175,11 +175,7 @@ fn describe(
     }
     let codec = match codec {
         None => None,
-        Some(c) => {
-            let spec: CodecSpec =
-                serde_json::from_value(crate::json::to_json(py, c, "codec")?).map_err(|e| invalid(py, format!("save: codec: {e}")))?;
-            Some(spec)
-        }
+        Some(c) => Some(crate::json::from_py::<CodecSpec>(py, c, "save: codec")?),
     };
     for it in items {
         let names: Vec<&str> = it.dims.iter().map(String::as_str).collect();

@@ -1,13 +1,16 @@
-//! Python values as JSON values: the description `vds.create` hands over
-//! and the attributes set through `attrs[...]`, converted without a detour
-//! through JSON text, and bounded in depth and in the memory the result
-//! takes, whatever the Python objects (lists that hold each other,
-//! subclasses with endless iterators) would expand to.
+//! Python values read as serde data: the description `vds.create` hands
+//! over, straight into its typed fields, and the JSON values of attributes,
+//! without a detour through JSON text or (for the description) through JSON
+//! values; bounded in depth and in the memory the result takes, whatever the
+//! Python objects (lists that hold each other, subclasses with endless
+//! iterators) would expand to. An error says where in the value it arose.
 
 use crate::errors::invalid;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
-use serde_json::{Map, Value};
+use serde::de::{self, DeserializeOwned, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Number, Value};
+use std::fmt;
 
 /// How deep a description or an attribute may nest (the JSON reader's own
 /// limit): a list that holds itself must end in an error, not in a stack
@@ -29,16 +32,19 @@ const PER_BYTE: u64 = 4;
 /// Why a conversion failed, and where: the keys and indices from the value
 /// converted down to the part refused, innermost first (added as the
 /// failure travels out, so a conversion that succeeds pays nothing for it).
+#[derive(Debug)]
 struct Fail {
     at: Vec<Step>,
     why: Why,
 }
 
+#[derive(Debug)]
 enum Step {
     Key(String),
     Index(usize),
 }
 
+#[derive(Debug)]
 enum Why {
     /// Refused here: the message, without its place.
     Refused(String),
@@ -91,6 +97,25 @@ impl Fail {
     }
 }
 
+impl fmt::Display for Fail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.why {
+            Why::Refused(why) | Why::Whole(why) => f.write_str(why),
+            Why::Raised(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Fail {}
+
+/// What serde's derived readers refuse (a missing or unknown field, a
+/// string where a number belongs), placed as any other refusal is.
+impl de::Error for Fail {
+    fn custom<T: fmt::Display>(msg: T) -> Fail {
+        Fail::refused(msg.to_string())
+    }
+}
+
 impl From<PyErr> for Fail {
     fn from(e: PyErr) -> Fail {
         Fail { at: Vec::new(), why: Why::Raised(e) }
@@ -117,9 +142,10 @@ impl Budget {
     }
 }
 
-/// A string's text, refused when it is not Unicode (a lone surrogate).
-fn text(s: &Bound<'_, PyString>) -> Converted<String> {
-    s.to_cow().map(std::borrow::Cow::into_owned).map_err(|_| {
+/// A string's text as UTF-8 (Python's own encoding of it, borrowed, not
+/// copied), refused when it is not Unicode (a lone surrogate).
+fn utf8<'py>(s: &Bound<'py, PyString>) -> Converted<Bound<'py, pyo3::types::PyBytes>> {
+    s.encode_utf8().map_err(|_| {
         Fail::refused(format!(
             "the string {} is not valid Unicode (it holds a lone surrogate)",
             s.repr().map_or_else(|_| "?".into(), |r| r.to_string())
@@ -127,112 +153,237 @@ fn text(s: &Bound<'_, PyString>) -> Converted<String> {
     })
 }
 
-/// The text of a dict key, as `json.dumps` makes it: strings as they are,
+fn as_str<'a>(bytes: &'a Bound<'_, pyo3::types::PyBytes>) -> &'a str {
+    use pyo3::types::PyBytesMethods;
+    // SAFETY: Python's UTF-8 encoder made these bytes, so they are UTF-8.
+    unsafe { std::str::from_utf8_unchecked(bytes.as_bytes()) }
+}
+
+/// A Python int or float as a JSON number: integers of -2**63 to
+/// 2**64 - 1, finite floats.
+fn number(obj: &Bound<'_, PyAny>) -> Converted<Number> {
+    if let Ok(i) = obj.cast::<PyInt>() {
+        match i.extract::<i64>() {
+            Ok(n) => Ok(n.into()),
+            Err(_) => i.extract::<u64>().map(Number::from).map_err(|_| Fail::refused("an integer beyond -2**63 .. 2**64 - 1")),
+        }
+    } else {
+        let x: f64 = obj.extract()?;
+        Number::from_f64(x).ok_or_else(|| Fail::refused(format!("{x} is not a finite number")))
+    }
+}
+
+/// The text of a dict key that is not a string, as `json.dumps` makes it:
 /// True, False and None as `true`, `false` and `null`, numbers in decimal.
-fn key_text(py: Python<'_>, k: &Bound<'_, PyAny>) -> Converted<String> {
-    if let Ok(s) = k.cast::<PyString>() {
-        text(s)
-    } else if k.is_none() {
+fn key_text(k: &Bound<'_, PyAny>) -> Converted<String> {
+    if k.is_none() {
         Ok("null".into())
     } else if let Ok(b) = k.cast::<PyBool>() {
         Ok(if b.is_true() { "true" } else { "false" }.into())
     } else if k.is_instance_of::<PyInt>() || k.is_instance_of::<PyFloat>() {
-        match json_value(py, k, 0, &mut Budget(PER_VALUE))? {
-            Value::Number(n) => Ok(n.to_string()),
-            _ => Err(Fail::refused("a key is not a number")),
-        }
+        number(k).map(|n| n.to_string())
     } else {
         Err(Fail::refused(format!("a key is {}, not a string, a number, a boolean or None", k.get_type().name()?)))
     }
 }
 
-/// The JSON value of a description or an attribute (`what`, for errors,
-/// which also say where in the value the part refused is): dicts, lists,
-/// tuples, strings, integers, finite floats, booleans, None, NumPy scalars
-/// and arrays. Converting here, rather than through `json.dumps` and back,
-/// keeps the creation of a small file's container cheap, and bounds what it
-/// builds. Lists and tuples are read by index (a subclass's `__iter__` is
-/// not called); a dict is read from a copy of its items, so a value that
+/// The JSON value of an attribute (`what`, for errors, which also say where
+/// in the value the part refused is): dicts, lists, tuples, strings,
+/// integers, finite floats, booleans, None, NumPy scalars and arrays.
+/// Lists and tuples are read by index (a subclass's `__iter__` is not
+/// called); a dict is read from a copy of its items, so a value that
 /// changes it cannot upset the conversion.
 pub(crate) fn to_json(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
-    json_value(py, obj, 0, &mut Budget(BUDGET)).map_err(|f| f.into_py(py, what))
+    from_py(py, obj, what)
 }
 
-/// The items of a list or tuple, each converted, a failure placed at its index.
-fn array<'py>(py: Python<'py>, items: impl Iterator<Item = Bound<'py, PyAny>>, depth: usize, budget: &mut Budget) -> Converted<Value> {
-    items
-        .enumerate()
-        .map(|(i, item)| json_value(py, &item, depth + 1, budget).map_err(|f| f.within(Step::Index(i))))
-        .collect::<Converted<Vec<_>>>()
-        .map(Value::Array)
+/// A description read from Python values as [`to_json`] reads them, each
+/// straight into the field of `T` it belongs to: a misspelt field, a value
+/// of the wrong type, or a value JSON cannot hold is an
+/// `InvalidArgumentError` saying where it is.
+pub(crate) fn from_py<T: DeserializeOwned>(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<T> {
+    T::deserialize(Reader { obj, depth: 0, budget: &mut Budget(BUDGET) }).map_err(|f| f.into_py(py, what))
 }
 
-fn json_value(py: Python<'_>, obj: &Bound<'_, PyAny>, depth: usize, budget: &mut Budget) -> Converted<Value> {
-    if depth > MAX_DEPTH {
-        return Err(Fail::whole(format!("nests more than {MAX_DEPTH} levels deep")));
-    }
-    budget.take(PER_VALUE)?;
-    if obj.is_none() {
-        Ok(Value::Null)
-    } else if let Ok(b) = obj.cast::<PyBool>() {
-        Ok(Value::Bool(b.is_true()))
-    } else if let Ok(i) = obj.cast::<PyInt>() {
-        match i.extract::<i64>() {
-            Ok(n) => Ok(Value::from(n)),
-            Err(_) => i.extract::<u64>().map(Value::from).map_err(|_| Fail::refused("an integer beyond -2**63 .. 2**64 - 1")),
+/// Reads one Python value for serde, at nesting `depth`.
+struct Reader<'a, 'py> {
+    obj: &'a Bound<'py, PyAny>,
+    depth: usize,
+    budget: &'a mut Budget,
+}
+
+impl<'de> de::Deserializer<'de> for Reader<'_, '_> {
+    type Error = Fail;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Converted<V::Value> {
+        let (obj, py) = (self.obj, self.obj.py());
+        if self.depth > MAX_DEPTH {
+            return Err(Fail::whole(format!("nests more than {MAX_DEPTH} levels deep")));
         }
-    } else if let Ok(f) = obj.cast::<PyFloat>() {
-        let x = f.value();
-        serde_json::Number::from_f64(x).map(Value::Number).ok_or_else(|| Fail::refused(format!("{x} is not a finite number")))
-    } else if let Ok(s) = obj.cast::<PyString>() {
-        let t = text(s)?;
-        budget.take(PER_BYTE.saturating_mul(t.len() as u64))?;
-        Ok(Value::String(t))
-    } else if let Ok(d) = obj.cast::<PyDict>() {
-        let items = d.items();
-        if !items.is_empty() {
-            budget.take(PER_CONTAINER)?;
-        }
-        let mut map = Map::new();
-        for item in items.iter() {
-            let (k, v) = item.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>()?;
-            let key = key_text(py, &k)?;
-            budget.take(PER_MEMBER.saturating_add(PER_BYTE.saturating_mul(key.len() as u64)))?;
-            match json_value(py, &v, depth + 1, budget) {
-                Ok(value) => map.insert(key, value),
-                Err(f) => return Err(f.within(Step::Key(key))),
-            };
-        }
-        Ok(Value::Object(map))
-    } else if let Ok(list) = obj.cast::<PyList>() {
-        if !list.is_empty() {
-            budget.take(PER_CONTAINER)?;
-        }
-        array(py, list.iter(), depth, budget)
-    } else if let Ok(tuple) = obj.cast::<PyTuple>() {
-        if !tuple.is_empty() {
-            budget.take(PER_CONTAINER)?;
-        }
-        array(py, tuple.iter(), depth, budget)
-    } else if obj.is_instance(&py.import("numpy")?.getattr("ndarray")?)? {
-        // An array: its values as nested lists, once their number is known to fit.
-        let size: u64 = obj.getattr("size")?.extract()?;
-        budget.take(PER_VALUE.saturating_mul(size))?;
-        json_value(py, &obj.call_method0("tolist")?, depth + 1, budget)
-    } else if obj.is_instance(&py.import("numpy")?.getattr("generic")?)? {
-        // A NumPy scalar (np.float32(0.5), np.int16(3), np.bool_(True)): its Python value. The
-        // item of a longdouble is a longdouble: that one is taken as a float64.
-        let item = obj.call_method0("item")?;
-        if item.is_instance(&py.import("numpy")?.getattr("generic")?)? {
-            return match obj.extract::<f64>() {
-                Ok(x) if obj.is_instance(&py.import("numpy")?.getattr("floating")?)? => {
-                    json_value(py, &PyFloat::new(py, x), depth + 1, budget)
+        self.budget.take(PER_VALUE)?;
+        if obj.is_none() {
+            visitor.visit_unit()
+        } else if let Ok(b) = obj.cast::<PyBool>() {
+            visitor.visit_bool(b.is_true())
+        } else if obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyFloat>() {
+            let n = number(obj)?;
+            if let Some(i) = n.as_i64() {
+                visitor.visit_i64(i)
+            } else if let Some(u) = n.as_u64() {
+                visitor.visit_u64(u)
+            } else {
+                visitor.visit_f64(n.as_f64().unwrap_or_default())
+            }
+        } else if let Ok(s) = obj.cast::<PyString>() {
+            let bytes = utf8(s)?;
+            let text = as_str(&bytes);
+            self.budget.take(PER_BYTE.saturating_mul(text.len() as u64))?;
+            visitor.visit_str(text)
+        } else if let Ok(d) = obj.cast::<PyDict>() {
+            let items = d.items();
+            if !items.is_empty() {
+                self.budget.take(PER_CONTAINER)?;
+            }
+            let len = items.len();
+            let mut members = Members { items, next: 0, key: None, value: None, depth: self.depth, budget: self.budget };
+            let value = visitor.visit_map(&mut members)?;
+            // What a reader of a fixed number of members left unread is refused, not dropped.
+            match members.next {
+                read if read < len => Err(de::Error::invalid_length(len, &"fewer members in the map")),
+                _ => Ok(value),
+            }
+        } else if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+            if obj.len()? > 0 {
+                self.budget.take(PER_CONTAINER)?;
+            }
+            let mut items = Items { seq: obj, next: 0, depth: self.depth, budget: self.budget };
+            let value = visitor.visit_seq(&mut items)?;
+            // A list longer than a fixed-length field ([before, after]) is refused, not cut short.
+            match obj.len()? {
+                len if items.next < len => Err(de::Error::invalid_length(len, &"fewer elements in the list")),
+                _ => Ok(value),
+            }
+        } else if obj.is_instance(&py.import("numpy")?.getattr("ndarray")?)? {
+            // An array: its values as nested lists, once their number is known to fit.
+            let size: u64 = obj.getattr("size")?.extract()?;
+            self.budget.take(PER_VALUE.saturating_mul(size))?;
+            let list = obj.call_method0("tolist")?;
+            Reader { obj: &list, depth: self.depth + 1, budget: self.budget }.deserialize_any(visitor)
+        } else if obj.is_instance(&py.import("numpy")?.getattr("generic")?)? {
+            // A NumPy scalar (np.float32(0.5), np.int16(3), np.bool_(True)): its Python value. The
+            // item of a longdouble is a longdouble: that one is taken as a float64.
+            let mut item = obj.call_method0("item")?;
+            if item.is_instance(&py.import("numpy")?.getattr("generic")?)? {
+                match obj.extract::<f64>() {
+                    Ok(x) if obj.is_instance(&py.import("numpy")?.getattr("floating")?)? => item = PyFloat::new(py, x).into_any(),
+                    _ => return Err(Fail::refused(format!("a value of type {}, where a JSON value belongs", obj.get_type().name()?))),
                 }
-                _ => Err(Fail::refused(format!("a value of type {}, where a JSON value belongs", obj.get_type().name()?))),
-            };
+            }
+            Reader { obj: &item, depth: self.depth + 1, budget: self.budget }.deserialize_any(visitor)
+        } else {
+            Err(Fail::refused(format!("a value of type {}, where a JSON value belongs", obj.get_type().name()?)))
         }
-        json_value(py, &item, depth + 1, budget)
-    } else {
-        Err(Fail::refused(format!("a value of type {}, where a JSON value belongs", obj.get_type().name()?)))
+    }
+
+    /// None is an optional field left out.
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Converted<V::Value> {
+        if self.obj.is_none() {
+            self.budget.take(PER_VALUE)?;
+            visitor.visit_none()
+        } else {
+            visitor.visit_some(self)
+        }
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct newtype_struct seq tuple
+        tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+/// The members of a dict, from a copy of its items; a failure in a value is
+/// placed at its key.
+struct Members<'a, 'py> {
+    items: Bound<'py, PyList>,
+    next: usize,
+    key: Option<Bound<'py, PyAny>>,
+    value: Option<Bound<'py, PyAny>>,
+    depth: usize,
+    budget: &'a mut Budget,
+}
+
+impl<'de> MapAccess<'de> for Members<'_, '_> {
+    type Error = Fail;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Converted<Option<K::Value>> {
+        if self.next >= self.items.len() {
+            return Ok(None);
+        }
+        let (k, v) = self.items.get_item(self.next)?.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>()?;
+        self.next += 1;
+        let key = match k.cast::<PyString>() {
+            Ok(s) => {
+                let bytes = utf8(s)?;
+                let text = as_str(&bytes);
+                self.budget.take(PER_MEMBER.saturating_add(PER_BYTE.saturating_mul(text.len() as u64)))?;
+                seed.deserialize(de::value::StrDeserializer::<Fail>::new(text))?
+            }
+            Err(_) => {
+                let text = key_text(&k)?;
+                self.budget.take(PER_MEMBER.saturating_add(PER_BYTE.saturating_mul(text.len() as u64)))?;
+                seed.deserialize(de::value::StringDeserializer::<Fail>::new(text))?
+            }
+        };
+        (self.key, self.value) = (Some(k), Some(v));
+        Ok(Some(key))
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Converted<V::Value> {
+        let (Some(k), Some(v)) = (self.key.take(), self.value.take()) else {
+            return Err(Fail::refused("a value asked for before its key"));
+        };
+        seed.deserialize(Reader { obj: &v, depth: self.depth + 1, budget: self.budget }).map_err(|f| {
+            // The key was read once already: its text is at hand.
+            let text = match k.cast::<PyString>() {
+                Ok(s) => s.to_string_lossy().into_owned(),
+                Err(_) => key_text(&k).unwrap_or_default(),
+            };
+            f.within(Step::Key(text))
+        })
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.items.len().saturating_sub(self.next))
+    }
+}
+
+/// The items of a list or tuple, read by index; a failure is placed at its index.
+struct Items<'a, 'py> {
+    seq: &'a Bound<'py, PyAny>,
+    next: usize,
+    depth: usize,
+    budget: &'a mut Budget,
+}
+
+impl<'de> SeqAccess<'de> for Items<'_, '_> {
+    type Error = Fail;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Converted<Option<T::Value>> {
+        let i = self.next;
+        let item = if let Ok(list) = self.seq.cast::<PyList>() {
+            if i >= list.len() {
+                return Ok(None);
+            }
+            list.get_item(i)?
+        } else {
+            let tuple = self.seq.cast::<PyTuple>().map_err(PyErr::from)?;
+            if i >= tuple.len() {
+                return Ok(None);
+            }
+            tuple.get_item(i)?
+        };
+        self.next += 1;
+        seed.deserialize(Reader { obj: &item, depth: self.depth + 1, budget: self.budget }).map(Some).map_err(|f| f.within(Step::Index(i)))
     }
 }

@@ -771,7 +771,8 @@ def test_create_refuses_what_json_cannot_hold(tmp_path):
         with pytest.raises(vds.InvalidArgumentError, match=message):
             vds.create(tmp_path / "bad.vds", [axis], var)
         assert not (tmp_path / "bad.vds").exists()
-    # A few lists holding each other twice over stand for 2**30 values: refused before they are all built.
+    # A few lists holding each other twice over stand for 2**30 values: refused before they are all built
+    # (where a string belongs, at once, by its type; as an attribute, below, by its size).
     # A list subclass is read by index, not through its __iter__ (here an endless one).
     dag = []
     for _ in range(30):
@@ -781,7 +782,7 @@ def test_create_refuses_what_json_cannot_hold(tmp_path):
         def __iter__(self):
             return itertools.repeat(0)
 
-    for axis, message in [({"name": "x", "size": 4, "unit": dag}, "holds more than a descriptor parsed within 1024 MiB takes"),
+    for axis, message in [({"name": "x", "size": 4, "unit": dag}, re.escape('at ["axes"][0]["unit"]: invalid type: sequence, expected a string')),
                           ({"name": "x", "size": 4, "unit": Endless()}, "expected a string"),
                           ({"name": "\ud800", "size": 4}, "lone surrogate"),
                           ({"name": "x", "size": 10.9}, "must be an integer, not 10.9"),
@@ -844,6 +845,32 @@ def test_create_refuses_what_json_cannot_hold(tmp_path):
         assert (x.size, x.first, x.last, x.growable) == (4, 0.5, 2.0, True)
         np.testing.assert_array_equal(ds["v"][...], np.arange(4, dtype=np.int8))
         assert ds["q"].quantization == {"storage": "uint8", "min": -1.0, "max": 1.0}
+
+
+def test_the_compiled_create_reads_a_description_field_by_field_and_says_where_it_is_wrong(tmp_path):
+    """vds._vds.create, under vds.create, reads the description (a dict, or its JSON text) into typed fields:
+    a misspelt field, a missing one or a value of the wrong type is an InvalidArgumentError placing it."""
+    from vds import _vds
+    good = {"axes": [{"name": "x", "samples": 4}], "variables": [{"name": "v", "dtype": "int16", "axes": ["x"], "chunks": [2]}],
+            "attrs": {"k": [1, 2.5, None, True, "s"]}, "sync": False}
+    for path, spec in [(tmp_path / "a.vds", good), (tmp_path / "b.vds", json.dumps(good))]:
+        ds = _vds.create(os.fspath(path), spec)
+        ds.close()
+        with vds.open(path) as opened:
+            assert (opened["v"].shape, opened["v"].chunks, opened["v"].dtype) == ((4,), (2,), np.int16)
+            assert opened.attrs["k"] == [1, 2.5, None, True, "s"]
+    bad = [({"variables": [{"name": "v", "dtype": "int16", "axes": ["x"], "chnks": [2]}]}, 'at ["variables"][0]: unknown field `chnks`'),
+           ({"variables": [{"name": "v", "axes": ["x"]}]}, 'at ["variables"][0]: missing field `dtype`'),
+           ({"axes": [{"name": "x", "samples": "4"}]}, 'at ["axes"][0]["samples"]: invalid type: string "4", expected u64'),
+           ({"axes": [{"name": "x", "samples": -4}]}, 'at ["axes"][0]["samples"]: invalid value: integer `-4`, expected u64'),
+           ({"variables": [{"name": "v", "dtype": "int16", "axes": ["x"], "margin": [1, 2, 3]}]},
+            'at ["variables"][0]["margin"]: invalid length 3, expected fewer elements in the list'),
+           ({"layot": "compact"}, "create: unknown field `layot`"),
+           ({"axes": {"x": 4}}, 'at ["axes"]: invalid type: map, expected a sequence')]
+    for change, message in bad:
+        with pytest.raises(vds.InvalidArgumentError, match=re.escape(message)):
+            _vds.create(os.fspath(tmp_path / "bad.vds"), dict(good, **change))
+        assert not (tmp_path / "bad.vds").exists()
 
 
 def test_layout_compact_or_aligned(tmp_path, rng):
