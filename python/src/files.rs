@@ -268,14 +268,16 @@ fn chosen(ds: &vds::Dataset, names: Option<&[String]>, path: &std::path::Path, l
     let chosen: Vec<usize> = match names {
         None => (0..vars.len()).collect(),
         Some(names) => {
-            let mut chosen = Vec::with_capacity(names.len());
+            // By name, in one pass over the variables (a file may hold 65,535 of them).
+            let index: std::collections::HashMap<&str, usize> = vars.iter().enumerate().map(|(i, v)| (v.name(), i)).collect();
+            let (mut chosen, mut taken) = (Vec::with_capacity(names.len()), vec![false; vars.len()]);
             for n in names {
-                let Some(i) = vars.iter().position(|v| v.name() == n) else {
+                let Some(&i) = index.get(n.as_str()) else {
                     let all: Vec<&str> = vars.iter().map(vds::Variable::name).collect();
                     let m = format!("load: no variable {n:?} in {} (variables: {})", path.display(), all.join(", "));
                     return Err(Failure::Refused("NotFound", m));
                 };
-                if chosen.contains(&i) {
+                if std::mem::replace(&mut taken[i], true) {
                     return Err(Failure::Refused("InvalidArgument", format!("load: names gives {n:?} twice")));
                 }
                 chosen.push(i);

@@ -456,6 +456,80 @@ def test_pickling_reopens(tmp_path, rng):
             pickle.dumps(f)
 
 
+def test_a_pickled_dataset_reopens_its_file_from_another_directory(tmp_path, monkeypatch):
+    """A dataset opened by a relative path pickles with its absolute path, so that a worker in
+    another directory (or this process after a chdir) reopens the same file."""
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    vds.save("rel.vds", {"a": np.arange(5.0)})
+    with vds.open("rel.vds") as ds:
+        shipped = pickle.dumps(ds["a"])
+        assert ds.path == "rel.vds"  # the path as given
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    v = pickle.loads(shipped)
+    np.testing.assert_array_equal(v[...], np.arange(5.0))
+    assert v.dataset.path == str(tmp_path / "rel.vds")
+    v.dataset.close()
+
+
+def test_a_dataset_is_equal_only_to_itself_and_a_variable_to_the_same_variable(tmp_path):
+    vds.save(tmp_path / "e.vds", {"a": np.arange(4.0), "b": np.arange(4.0)})
+    with vds.open(tmp_path / "e.vds") as ds, vds.open(tmp_path / "e.vds") as again:
+        assert ds == ds and ds != again and len({ds, again, ds}) == 2
+        assert ds["a"] == ds["a"] and ds["a"] != ds["b"] and ds["a"] != again["a"]
+        assert {ds["a"]: 1}[ds["a"]] == 1 and ds["a"] != "a"
+
+
+def test_a_change_made_while_the_layout_is_fetched_is_not_hidden_by_it(tmp_path):
+    """The shapes a handle keeps are fetched, then kept: a resize by another thread landing between
+    the two must not leave the old shape kept (reads through it would silently come back short)."""
+    ds = vds.create(tmp_path / "g.vds", axes=[{"name": "g", "size": 10, "growable": True}],
+                    variables={"v": {"dtype": "int32", "dims": ["g"]}})
+    ds["v"][...] = np.arange(10, dtype=np.int32)
+    v = ds["v"]
+
+    class Racing:
+        """The core, but its next layout() is overtaken by a resize (as another thread's would be)."""
+        def __init__(self, core):
+            self.core, self.armed = core, True
+
+        def __getattr__(self, name):
+            return getattr(self.core, name)
+
+        def layout(self):
+            fetched = self.core.layout()
+            if self.armed:
+                self.armed = False
+                ds.resize("g", 29)
+            return fetched
+
+    ds._changed()
+    ds._core = Racing(ds._core)
+    assert v.shape == (10,)  # what was fetched, as it was at the fetch
+    assert v.shape == (29,)  # then the change is seen
+    assert len(v[:]) == 29 and v[:].tolist() == list(range(10)) + [0] * 19
+    ds._core = ds._core.core
+    ds.close()
+
+
+def test_a_value_with_leading_axes_of_one_is_written_as_numpy_assigns_it(tmp_path):
+    ref = np.zeros((4, 3))
+    with vds.create(tmp_path / "b.vds", axes=[("y", 4), ("x", 3)], variables={"v": {"dtype": "float64", "dims": ["y", "x"]}}) as ds:
+        v = ds["v"]
+        for key, value in [(slice(0, 2), np.ones((1, 2, 3))), (0, np.full((1, 3), 2.0)), ((slice(None), 0), np.full((1, 1, 4), 3.0))]:
+            ref[key] = value
+            v[key] = value
+            np.testing.assert_array_equal(v[...], ref)
+        with pytest.raises(vds.InvalidArgumentError, match=re.escape("could not broadcast input array from shape (2, 2, 3) into shape (2, 3)")):
+            v[0:2] = np.ones((2, 2, 3))
+        with pytest.raises(ValueError):
+            ref[0:2] = np.ones((2, 2, 3))  # NumPy refuses it too
+        with pytest.raises(vds.InvalidArgumentError, match=re.escape("from shape (1, 1) into shape ()")):
+            v[1, 1] = np.ones((1, 1))
+        with pytest.raises(ValueError):
+            ref[1, 1] = np.ones((1, 1))  # one element takes no array of more axes, in NumPy either
+
+
 def test_integers_of_another_type_are_written_when_they_fit(tmp_path):
     """Integer arrays of another type are taken when every value fits the variable's type, and refused
     (never wrapped, as NumPy's assignment would) when one does not; floats into integers are refused."""

@@ -2,6 +2,9 @@
 chunks) and vds.from_xarray on netCDF and HDF5 files written here by
 netCDF4 and h5py, compared value for value with what xarray reads from them."""
 
+import os
+import threading
+
 import numpy as np
 import pytest
 
@@ -43,6 +46,27 @@ def test_open_dataset_engine_vds(tmp_path, rng):
     other.write_bytes(path.read_bytes())
     with xr.open_dataset(other) as x:
         np.testing.assert_array_equal(x["amp"].values, ref)
+
+
+def test_guessing_looks_only_into_regular_files(tmp_path, rng):
+    """The backend guesses a container from its first line, and does not block on what is not a
+    regular file: a FIFO no one writes to is not a container, answered at once."""
+    from vds.xarray_backend import VdsBackendEntrypoint
+
+    path, _ = make_vds(tmp_path, rng)
+    other = tmp_path / "renamed.dat"
+    other.write_bytes(path.read_bytes())
+    (tmp_path / "text.dat").write_bytes(b"VDS is not this\n")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    answers = {}
+    guess = threading.Thread(target=lambda: answers.update(
+        {name: VdsBackendEntrypoint().guess_can_open(tmp_path / name) for name in ["renamed.dat", "text.dat", "fifo", "absent"]}),
+        daemon=True)
+    guess.start()
+    guess.join(60)
+    assert not guess.is_alive(), "guess_can_open blocked"
+    assert answers == {"renamed.dat": True, "text.dat": False, "fifo": False, "absent": False}
 
 
 def test_open_dataset_holds_coordinates_and_reads_to_the_memory_limit(tmp_path, rng):
@@ -184,6 +208,14 @@ def test_from_xarray_refuses_what_it_cannot_store(tmp_path):
     with vds.open(tmp_path / "ok.vds") as ds:
         assert ds["v"].chunks == (4,)
     assert not (tmp_path / "bad.vds").exists()
+
+
+def test_from_xarray_refuses_two_variables_a_container_would_name_alike(tmp_path):
+    """A container's names are strings: variables 1 and "1" of an xarray Dataset would be one."""
+    both = xr.Dataset({1: ("x", [10.0, 20.0, 30.0]), "1": ("x", [1.0, 2.0, 3.0])})
+    with pytest.raises(vds.InvalidArgumentError, match="variables 1 and '1' would both be named '1'"):
+        vds.from_xarray(both, tmp_path / "c.vds")
+    assert not (tmp_path / "c.vds").exists()
 
 
 def test_from_xarray_keeps_a_coordinate_of_two_dimensions_named_like_one(tmp_path, rng):

@@ -197,11 +197,12 @@ class Dataset(Mapping):
     without committing (``close(commit=False)``, or dropping the object)
     leaves the file at its last commit.
 
-    A dataset pickles as (path, mode, options) and reopens when unpickled, so
-    Dask's process and distributed schedulers can ship it.
+    A dataset pickles as (path, mode, options), a file's path made absolute,
+    and reopens when unpickled, so Dask's process and distributed schedulers
+    can ship it to workers in any directory.
     """
 
-    __slots__ = ("_core", "_path", "_mode", "_options", "_meta", "_limit", "__weakref__")
+    __slots__ = ("_core", "_path", "_mode", "_options", "_meta", "_changes", "_limit", "__weakref__")
 
     def __init__(self, core, path, mode, options):
         # options: what it was opened with, as (sync, memory_limit, cache_size,
@@ -210,38 +211,47 @@ class Dataset(Mapping):
         self._path = _fspath(path)
         self._mode = mode
         self._options = options
+        # The cached metadata, (changes, fast, names, infos, axes): `changes` is what
+        # self._changes was before it was fetched, and it serves only while that holds.
         self._meta = None
+        self._changes = 0
         self._limit = DEFAULT_MEMORY_LIMIT if options[1] is None else options[1]
 
     # --- what is inside -------------------------------------------------------------
 
     def _vars(self):
-        """(per variable: (NumPy dtype, shapes of its levels of detail); name -> index), fetched
-        once and kept until a change of shapes. Only what reads need: opening a file and reading
-        it stays cheap; the rest (`_info`, `_axes`) is fetched on first use."""
-        if self._meta is None:
+        """(changes, per variable: (NumPy dtype, shapes of its levels of detail), name -> index,
+        infos, axes), fetched once and kept until a change of shapes. Only what reads need:
+        opening a file and reading it stays cheap; the rest (`_info`, `_axes`) is fetched on
+        first use. A change another thread makes while this fetches (a resize between the
+        fetch and the store) leaves what was fetched unused: it is tagged with the count of
+        changes before the fetch, which the change's `_changed` moves on."""
+        meta = self._meta
+        if meta is None or meta[0] != self._changes:
+            changes = self._changes
             fast, names = self._core.layout()
-            self._meta = (fast, names, None, None)
-        return self._meta
+            meta = self._meta = (changes, fast, names, None, None)
+        return meta
 
     def _info(self, index):
         """The full description of variable ``index`` (a dict), fetched on first use."""
-        fast, names, infos, axes = self._vars()
+        changes, fast, names, infos, axes = self._vars()
         if infos is None:
             infos = self._core.variables()
-            self._meta = (fast, names, infos, axes)
+            self._meta = (changes, fast, names, infos, axes)
         return infos[index]
 
     def _axes(self):
         """The Axis objects, fetched on first use (opening and reading need none)."""
-        fast, names, infos, axes = self._vars()
+        changes, fast, names, infos, axes = self._vars()
         if axes is None:
             axes = [Axis(a, self._limit) for a in self._core.axes()]
-            self._meta = (fast, names, infos, axes)
+            self._meta = (changes, fast, names, infos, axes)
         return axes
 
     def _changed(self):
-        """Forgets the cached metadata after a change of shapes or variables."""
+        """Forgets the cached metadata after a change of shapes or variables (made before this is called)."""
+        self._changes += 1
         self._meta = None
 
     @property
@@ -289,19 +299,22 @@ class Dataset(Mapping):
         return json.loads(self._core.descriptor_json())
 
     def __getitem__(self, name):
-        try:
-            index = self._core.index(name)
-        except (TypeError, UnicodeEncodeError):  # not a str, or not one a name can be
-            index = None
+        names = self._vars()[2]  # reads and writes need the layout anyway
+        index = names.get(name) if isinstance(name, str) else None
         if index is None:
-            raise KeyError(f"no variable {name!r} in {self._path} (variables: {', '.join(self._vars()[1]) or 'none'})")
+            raise KeyError(f"no variable {name!r} in {self._path} (variables: {', '.join(names) or 'none'})")
         return Variable(self, index, name)
 
     def __iter__(self):
-        return iter(self._vars()[1])
+        return iter(self._vars()[2])
 
     def __len__(self):
-        return len(self._vars()[0])
+        return len(self._vars()[1])
+
+    # A handle is equal only to itself (as h5py's), not by its variables (as a Mapping would
+    # compare them), and so can be a dict key or in a set.
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
 
     def __repr__(self):
         if self.closed:
@@ -416,7 +429,10 @@ class Dataset(Mapping):
     def __reduce__(self):
         if self._mode == "fragment":
             raise TypeError("a fragment being written cannot be pickled; open a fragment in each worker with vds.fragment")
-        return (_reopen, (self._path, self._mode, dict(zip(_OPTIONS, self._options))))
+        # A file by its absolute path, so that a worker in another directory (or this process after
+        # a chdir) reopens the same file; a URL as it is.
+        path = self._path if "://" in self._path else os.path.abspath(self._path)
+        return (_reopen, (path, self._mode, dict(zip(_OPTIONS, self._options))))
 
     def _check_alloc(self, nbytes):
         if nbytes > self._limit:
@@ -466,12 +482,12 @@ class Variable:
     @property
     def dtype(self) -> np.dtype:
         """The NumPy dtype of its values (for a quantized variable, the values', not the stored integers')."""
-        return self._ds._vars()[0][self._index][0]
+        return self._ds._vars()[1][self._index][0]
 
     @property
     def shape(self) -> tuple[int, ...]:
         """The extent along each axis (at this level of detail)."""
-        return self._ds._vars()[0][self._index][1][self._lod]
+        return self._ds._vars()[1][self._index][1][self._lod]
 
     @property
     def ndim(self) -> int:
@@ -539,7 +555,7 @@ class Variable:
     @property
     def levels(self) -> int:
         """The number of levels of detail (1: level 0 only)."""
-        return len(self._ds._vars()[0][self._index][1])
+        return len(self._ds._vars()[1][self._index][1])
 
     @property
     def partitionings(self) -> list[tuple[int, ...]]:
@@ -569,6 +585,15 @@ class Variable:
         """Whether the variable keeps a missing-value mask."""
         return self._info()["mask"]
 
+    def __eq__(self, other):
+        """The same level of the same variable of the same open dataset."""
+        if not isinstance(other, Variable):
+            return NotImplemented
+        return (self._ds, self._index, self._lod) == (other._ds, other._index, other._lod)
+
+    def __hash__(self):
+        return hash((self._ds, self._index, self._lod))
+
     def __repr__(self):
         lod = f" lod {self._lod}" if self._lod else ""
         dims = ", ".join(f"{d}={n}" for d, n in zip(self.dims, self.shape))
@@ -590,7 +615,7 @@ class Variable:
     def _read(self, key, order, dtype, out=None):
         if order not in ("C", "F"):
             raise InvalidArgumentError(f"order must be 'C' or 'F', not {order!r}")
-        sel = select(key, self._ds._vars()[0][self._index][1][self._lod])
+        sel = select(key, self._ds._vars()[1][self._index][1][self._lod])
         if out is not None:
             return self._read_into(sel, dtype, out)
         return self._read_box(sel, dtype, order)
@@ -624,7 +649,7 @@ class Variable:
         if key is Ellipsis:
             # The whole variable, the commonest read: one call, which makes the array.
             return self._ds._core.read_all(self._index, self._lod, self._ds._limit)
-        return self._read(key, "C", self._ds._vars()[0][self._index][0])
+        return self._read(key, "C", self._ds._vars()[1][self._index][0])
 
     def read(self, key: Any = (), order: str = "C", out: np.ndarray | None = None) -> np.ndarray:
         """Reads ``self[key]`` (everything by default) into a new array in ``order``: ``"C"`` or ``"F"`` (Fortran).
@@ -700,6 +725,10 @@ class Variable:
             elif not np.can_cast(v.dtype, dtype, "same_kind"):
                 raise TypeMismatchError(f"cannot write {v.dtype} values into variable {self._name!r} of {dtype}")
         self._ds._check_alloc(math.prod(sel.count) * dtype.itemsize)
+        extra = v.ndim - len(sel.shape)
+        if extra > 0 and sel.shape and all(n == 1 for n in v.shape[:extra]):
+            # Leading axes of one value, as NumPy's assignment drops them (though not into one element).
+            v = v.reshape(v.shape[extra:])
         try:
             v = np.broadcast_to(v, sel.shape)
         except ValueError:

@@ -13,6 +13,8 @@ made at opening and every read.
 """
 
 import os
+import re
+import stat
 from collections.abc import Mapping
 
 import numpy as np
@@ -123,7 +125,7 @@ class VdsBackendEntrypoint(BackendEntrypoint):
         return open_vds_dataset(os.fspath(filename_or_obj), drop_variables, decode_times, memory_limit)
 
     def guess_can_open(self, filename_or_obj):
-        """Whether the file's first line is a vds version line (or its name ends in .vds)."""
+        """Whether the file's first line is a vds version line, ``VDS 1.8`` (or its name ends in .vds)."""
         try:
             path = os.fspath(filename_or_obj)
         except TypeError:
@@ -131,11 +133,17 @@ class VdsBackendEntrypoint(BackendEntrypoint):
         if str(path).endswith(".vds"):
             return True
         try:
-            with open(path, "rb") as f:
-                head = f.read(16)
-        except OSError:
+            # Only a regular file is looked into: a FIFO or a device would block the read (or the open).
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                return False
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            try:
+                head = os.read(fd, 16)
+            finally:
+                os.close(fd)
+        except (OSError, ValueError):  # ValueError: a NUL in the path
             return False
-        return head.startswith(b"VDS ") and b"\n" in head
+        return re.match(rb"VDS \d+\.\d+\n", head) is not None
 
 
 def _axis_of(dataset, dim):
@@ -231,6 +239,10 @@ def from_xarray(dataset, path, chunks=None, codec="zstd", overwrite=False, sync=
                             "datetimes and timedeltas)")
         attrs = _attrs(var.attrs)
         unit = attrs.pop("units", "")
+        if str(name) in variables:
+            # Names are strings in a container: two that read alike would be one variable, the other lost.
+            other = next(n for n in encoded if n is not name and str(n) == str(name))
+            raise InvalidArgumentError(f"variables {other!r} and {name!r} would both be named {str(name)!r} in the container: rename one")
         variables[str(name)] = {"dtype": dtype, "dims": [str(d) for d in da.dims], "codec": codec,
                                 "chunks": _chunks_for(da, chunks), "unit": str(unit), "attrs": attrs}
     attrs = _attrs(dataset.attrs)
