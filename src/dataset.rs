@@ -9,7 +9,7 @@ use crate::codec;
 use crate::commit::CommitSlot;
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::index::{Entry, Key, PageReader};
-use crate::spec::{check_name, Axis, DType, DescriptorJson, Variable};
+use crate::spec::{check_name, Axis, DType, DescBound, DescriptorJson, Variable};
 use crate::storage::Storage;
 use crate::wire::{self};
 use serde_json::{Map, Value};
@@ -131,6 +131,12 @@ pub struct Dataset {
     /// more than one layer: the other layers are updated from them at commit.
     dirty: Vec<(usize, layers::Bounds)>,
     desc_dirty: bool,
+    /// Bounds of the descriptor's length and parse cost, known since its
+    /// last full check; None when unknown (after any other change of it).
+    /// An attribute set within them is not checked again in full, so that
+    /// setting many attributes costs each one its own size, not the
+    /// descriptor's.
+    desc_bound: Option<DescBound>,
     /// Next free byte of the container.
     end: u64,
     /// The length of the file a new container was written over, when it
@@ -253,11 +259,13 @@ impl Dataset {
         self.check_writable()?;
         self.check_not_fragment()?;
         check_name("attribute", key).map_err(invalid)?;
+        let growth = value.as_ref().map_or(Some(DescBound::NOTHING), |v| DescBound::of_member(key, v, 2));
+        let bound = self.desc_bound;
         let old = match value {
             Some(v) => self.desc_mut().attributes.insert(key.into(), v),
             None => self.desc_mut().attributes.shift_remove(key),
         };
-        self.descriptor_changed(|d| match old {
+        self.descriptor_changed(bound, growth, |d| match old {
             Some(v) => d.attributes.insert(key.into(), v),
             None => d.attributes.shift_remove(key),
         })
@@ -272,30 +280,56 @@ impl Dataset {
         self.check_not_fragment()?;
         let v = var.index_in(self)?;
         check_name("attribute", key).map_err(invalid)?;
+        let growth = value.as_ref().map_or(Some(DescBound::NOTHING), |val| DescBound::of_member(key, val, 4));
+        let bound = self.desc_bound;
         let attrs = &mut self.desc_mut().variables[v].attributes;
         let old = match value {
             Some(val) => attrs.insert(key.into(), val),
             None => attrs.shift_remove(key),
         };
-        self.descriptor_changed(|d| match old {
+        self.descriptor_changed(bound, growth, |d| match old {
             Some(val) => d.variables[v].attributes.insert(key.into(), val),
             None => d.variables[v].attributes.shift_remove(key),
         })
     }
 
     /// The descriptor, to change: copied first if another handle shares it.
+    /// Its bounds are forgotten (a caller that knows what it adds keeps them).
     fn desc_mut(&mut self) -> &mut DescriptorJson {
+        self.desc_bound = None;
         Arc::make_mut(&mut self.desc)
     }
 
-    /// Marks the descriptor changed, or undoes the change with `undo` if the descriptor grew too large.
-    fn descriptor_changed(&mut self, undo: impl FnOnce(&mut DescriptorJson) -> Option<Value>) -> Result<()> {
-        if let Err(why) = self.desc.check_writable(self.memory_limit) {
-            undo(self.desc_mut());
-            return Err(invalid(why));
+    /// Marks the descriptor changed by an attribute, or undoes the change
+    /// with `undo` if the descriptor would not read back (too large, too
+    /// costly to parse within the memory limit, nested too deeply). `bound`
+    /// held before the change, which added at most `growth`: when their sum
+    /// is within the limits (and the new value's nesting was checked where
+    /// it sits), the descriptor is not serialized and checked in full.
+    fn descriptor_changed(
+        &mut self,
+        bound: Option<DescBound>,
+        growth: Option<DescBound>,
+        undo: impl FnOnce(&mut DescriptorJson) -> Option<Value>,
+    ) -> Result<()> {
+        let memory_limit = self.memory_limit;
+        let within = bound.zip(growth).and_then(|(b, g)| b.grown(g, memory_limit));
+        let checked = match within {
+            Some(b) => Ok(b),
+            None => self.desc.check_writable(memory_limit),
+        };
+        match checked {
+            Ok(b) => {
+                self.desc_bound = Some(b);
+                self.desc_dirty = true;
+                Ok(())
+            }
+            Err(why) => {
+                undo(self.desc_mut());
+                self.desc_bound = bound;
+                Err(invalid(why))
+            }
         }
-        self.desc_dirty = true;
-        Ok(())
     }
 
     /// The descriptor as of the last commit plus uncommitted attribute changes, as JSON text.

@@ -18,7 +18,7 @@ mod variable;
 pub(crate) use codec::CodecJson;
 pub use codec::{Codec, Compression, Predictor};
 pub(crate) use descriptor::{
-    check_size, AxisJson, DescriptorJson, FeaturesJson, LodJson, Parsed, PartitioningJson, QuantJson, SlotJson, VariableJson,
+    check_size, AxisJson, DescBound, DescriptorJson, FeaturesJson, LodJson, Parsed, PartitioningJson, QuantJson, SlotJson, VariableJson,
 };
 pub(crate) use features::{
     used_by as features_used_by, FEATURE_BOUNDED, FEATURE_CHUNK_HASHES, FEATURE_COMPACT, FEATURE_ZSTD, KNOWN_FEATURES,

@@ -122,6 +122,49 @@ fn attributes_that_would_not_read_back_are_refused() {
     assert!(Dataset::open(dir.path("deep.vds")).unwrap().attributes().is_empty());
 }
 
+#[test]
+fn attributes_set_one_by_one_are_refused_exactly_where_the_whole_descriptor_would_be() {
+    // After its first full check, a set is checked by the bounds of what it adds; the
+    // descriptor is checked whole only when those bounds would pass a limit. So every
+    // attribute taken must read back, and one refused must be refused by a full check too.
+    let nested = |levels: usize| (0..levels).fold(json!(1), |v, _| json!([v]));
+    let dir = Scratch::new("many-attrs");
+    let path = dir.path("m.vds");
+    let mut ds = volume("v", 8).create(&path).unwrap();
+    for i in 0..50 {
+        ds.set_attribute(&format!("a{i}"), Some(json!("x".repeat(100)))).unwrap();
+    }
+    // The dataset's attributes are 2 levels deep, a variable's 4: a value opens at most 127 - that.
+    ds.set_attribute("deep", Some(nested(125))).unwrap();
+    assert!(ds.set_attribute("deeper", Some(nested(126))).unwrap_err().to_string().contains("nested too deeply"));
+    ds.set_variable_attribute("v", "deep", Some(nested(123))).unwrap();
+    assert!(ds.set_variable_attribute("v", "deeper", Some(nested(124))).unwrap_err().to_string().contains("nested too deeply"));
+    ds.commit().unwrap();
+    let limit = 500_000;
+    ds.set_memory_limit(limit);
+    let mut taken = 0;
+    let refused = loop {
+        assert!(taken < 10_000, "attributes beyond the limit taken");
+        match ds.set_attribute(&format!("b{taken}"), Some(json!("y".repeat(100)))) {
+            Ok(()) => taken += 1,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(refused.kind(), ErrorKind::InvalidArgument);
+    assert!(refused.to_string().contains("would not read back"), "{refused}");
+    assert!(taken > 100, "{taken}");
+    ds.close().unwrap();
+    let mut o = vds::OpenOptions::new();
+    o.memory_limit(limit).write(true);
+    let mut ds = o.open(&path).unwrap();
+    assert_eq!(ds.attributes().len(), 51 + taken);
+    assert_eq!(ds.attributes()[&format!("b{}", taken - 1)], json!("y".repeat(100)));
+    assert_eq!(ds.variable_attributes("v").unwrap()["deep"], nested(123));
+    // Opened afresh, the first set is checked in full: the same attribute is refused again.
+    let again = ds.set_attribute(&format!("b{taken}"), Some(json!("y".repeat(100)))).unwrap_err();
+    assert_eq!(again.to_string(), refused.to_string());
+}
+
 fn head_lines(path: &std::path::Path) -> (String, vds::serde_json::Value) {
     let bytes = std::fs::read(path).unwrap();
     let mut lines = bytes.split(|&b| b == b'\n');

@@ -289,3 +289,35 @@ fn resizing_is_checked_and_undone_by_rollback() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
 }
+
+#[test]
+fn several_axes_resize_at_once_or_not_at_all() {
+    let dir = Scratch::new("grow-many");
+    let path = dir.path("m.vds");
+    let mut ds = DatasetBuilder::new()
+        .axis(Axis::new("a", 4).growable(None))
+        .axis(Axis::new("b", 4).growable(None))
+        .axis(Axis::new("c", 3))
+        .variable(VariableBuilder::new("v", DType::Int32, &["a", "b"]).chunk(&[2, 2]).fill(FILL))
+        .create(&path)
+        .unwrap();
+    let data: Vec<i32> = (0..16).collect();
+    ds.write("v", &Region::full(&[4, 4]).unwrap(), Order::C, &data).unwrap();
+    let kind = |r: vds::Result<()>| r.unwrap_err().kind();
+    // Refused for one axis, by its own rules or by the format's limits with all applied: none changes.
+    assert_eq!(kind(ds.resize_axes(&[("a", 10), ("b", 1 << 61)])), ErrorKind::OutOfRange);
+    assert_eq!(kind(ds.resize_axes(&[("a", 10), ("c", 5)])), ErrorKind::InvalidArgument, "c is not growable");
+    assert_eq!(kind(ds.resize_axes(&[("a", 10), ("b", 0)])), ErrorKind::InvalidArgument);
+    assert_eq!(kind(ds.resize_axes(&[("a", 10), ("a", 6)])), ErrorKind::InvalidArgument, "a given twice");
+    assert_eq!(kind(ds.resize_axes(&[("a", 10), ("z", 6)])), ErrorKind::NotFound);
+    assert_eq!(ds.variable("v").unwrap().shape(), [4, 4], "failed calls change nothing");
+    // One shrinks while the other grows: the overlap kept, the rest the fill value.
+    ds.resize_axes(&[("a", 7), ("b", 3)]).unwrap();
+    let want = resized(&data, &[4, 4], &[7, 3], FILL);
+    assert_eq!(ds.read_vec::<i32>("v", &Region::full(&[7, 3]).unwrap(), Order::C).unwrap(), want);
+    ds.resize_axes(&[]).unwrap();
+    ds.resize_axes(&[("b", 3)]).unwrap(); // unchanged
+    ds.close().unwrap();
+    let ro = Dataset::open(&path).unwrap();
+    assert_eq!(ro.read_vec::<i32>("v", &Region::full(&[7, 3]).unwrap(), Order::C).unwrap(), want);
+}

@@ -326,6 +326,14 @@ impl Dataset {
         self.with_mut(py, |d| Ok(d.resize_axis(axis, samples)?))
     }
 
+    /// resize_axes(sizes) -> None: several growable axes at once, `sizes` a
+    /// list of (axis name, samples); every size is checked before any axis
+    /// changes.
+    fn resize_axes(&self, py: Python<'_>, sizes: Vec<(String, u64)>) -> PyResult<()> {
+        let sizes: Vec<(&str, u64)> = sizes.iter().map(|(a, n)| (a.as_str(), *n)).collect();
+        self.with_mut(py, |d| Ok(d.resize_axes(&sizes)?))
+    }
+
     /// commit() -> None: makes every change since the last commit durable, atomically.
     fn commit(&self, py: Python<'_>) -> PyResult<()> {
         self.with_mut(py, |d| Ok(d.commit()?))

@@ -309,9 +309,9 @@ def test_resize_takes_integer_sizes_and_axis_names(tmp_path):
     with vds.create(tmp_path / "two.vds", [{"name": "t", "size": 3, "growable": True}, {"name": "u", "size": 2, "max_size": 6},
                                           ("x", 2)], {"g": {"dtype": "int8", "dims": ["t", "u", "x"]}}) as ds:
         g = ds["g"]
-        for shape, error, message in [((12, 2, 5), vds.InvalidArgumentError, "axis 'x' is not growable"),
-                                      ((12, 0, 2), vds.InvalidArgumentError, "axis 'u' cannot have 0 samples"),
-                                      ((12, 7, 2), vds.OutOfRangeError, "axis 'u' may grow to 6 samples, not 7")]:
+        for shape, error, message in [((12, 2, 5), vds.InvalidArgumentError, 'axis "x" is not growable'),
+                                      ((12, 0, 2), vds.InvalidArgumentError, 'axis "u" cannot have 0 samples'),
+                                      ((12, 7, 2), vds.OutOfRangeError, 'axis "u" may grow to 6 samples, not 7')]:
             with pytest.raises(error, match=message):
                 g.resize(shape)
             assert g.shape == (3, 2, 2)
@@ -454,6 +454,45 @@ def test_pickling_reopens(tmp_path, rng):
     with vds.fragment(tmp_path / "lod.vds", "frag") as f:
         with pytest.raises(TypeError, match="fragment"):
             pickle.dumps(f)
+
+
+def test_attributes_are_read_after_every_change_and_handed_out_as_copies(tmp_path):
+    """Attributes are decoded once and kept until a change (set, delete, rollback): what is read
+    is always the current state, and a list or dict read can be changed without changing them."""
+    with vds.create(tmp_path / "a.vds", axes=[("x", 2)], variables={"v": {"dtype": "int8", "dims": ["x"]}}) as ds:
+        ds.attrs["a"] = [1, 2]
+        got = ds.attrs["a"]
+        got.append(3)
+        assert ds.attrs["a"] == [1, 2]
+        ds.commit()
+        ds.attrs["b"] = {"x": 1}
+        ds.attrs["b"]["x"] = 2
+        assert "b" in ds.attrs and dict(ds.attrs) == {"a": [1, 2], "b": {"x": 1}}
+        ds.rollback()
+        assert dict(ds.attrs) == {"a": [1, 2]} and "b" not in ds.attrs
+        v = ds["v"]
+        v.attrs["u"] = 1
+        assert dict(v.attrs) == {"u": 1} and dict(ds.attrs) == {"a": [1, 2]}
+        del ds.attrs["a"]
+        assert len(ds.attrs) == 0 and list(ds.attrs) == [] and dict(v.attrs) == {"u": 1}
+        for i in range(3000):  # many, each set checked by what it adds
+            ds.attrs[f"k{i}"] = i
+    with vds.open(tmp_path / "a.vds") as ds:
+        assert dict(ds.attrs) == {f"k{i}": i for i in range(3000)} and dict(ds["v"].attrs) == {"u": 1}
+
+
+def test_a_resize_of_several_axes_refused_for_one_changes_none(tmp_path):
+    ds = vds.create(tmp_path / "r.vds", axes=[{"name": "a", "size": 4, "growable": True}, {"name": "b", "size": 4, "growable": True}],
+                    variables={"v": {"dtype": "float32", "dims": ["a", "b"]}})
+    with pytest.raises(vds.OutOfRangeError, match="samples"):
+        ds["v"].resize((10, 2**61))  # beyond the format's limit for b: a must not have changed either
+    assert ds["v"].shape == (4, 4)
+    with pytest.raises(vds.InvalidArgumentError, match="not growable|cannot have 0 samples"):
+        ds["v"].resize((10, 0))
+    assert ds["v"].shape == (4, 4)
+    ds["v"].resize((6, 2))
+    assert ds["v"].shape == (6, 2)
+    ds.close()
 
 
 def test_a_pickled_dataset_reopens_its_file_from_another_directory(tmp_path, monkeypatch):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -151,10 +152,23 @@ class Attributes(MutableMapping):
         self._var = var
 
     def _all(self):
-        return json.loads(self._ds._core.attributes(self._var))
+        """All of them, decoded once and kept by the dataset until a change: the kept dict is
+        never changed, and values that could be (lists, dicts) are handed out as copies."""
+        ds = self._ds
+        changes = ds._attr_changes  # before the fetch: a change landing during it leaves it unused
+        kept = ds._attrs.get(self._var)
+        if kept is not None and kept[0] == changes:
+            return kept[1]
+        values = json.loads(ds._core.attributes(self._var))
+        ds._attrs[self._var] = (changes, values)
+        return values
 
     def __getitem__(self, key):
-        return self._all()[key]
+        value = self._all()[key]
+        return copy.deepcopy(value) if isinstance(value, (list, dict)) else value
+
+    def __contains__(self, key):
+        return key in self._all()
 
     def __setitem__(self, key, value):
         if not isinstance(key, str):
@@ -164,11 +178,13 @@ class Attributes(MutableMapping):
         except UnicodeEncodeError:
             raise InvalidArgumentError(f"the attribute name {key!r} is not valid Unicode (it holds a lone surrogate)") from None
         self._ds._core.set_attribute(self._var, key, value, False)
+        self._ds._attr_changes += 1
 
     def __delitem__(self, key):
         if key not in self._all():
             raise KeyError(key)
         self._ds._core.set_attribute(self._var, key, None, True)
+        self._ds._attr_changes += 1
 
     def __iter__(self):
         return iter(self._all())
@@ -202,7 +218,7 @@ class Dataset(Mapping):
     can ship it to workers in any directory.
     """
 
-    __slots__ = ("_core", "_path", "_mode", "_options", "_meta", "_changes", "_limit", "__weakref__")
+    __slots__ = ("_core", "_path", "_mode", "_options", "_meta", "_changes", "_attrs", "_attr_changes", "_limit", "__weakref__")
 
     def __init__(self, core, path, mode, options):
         # options: what it was opened with, as (sync, memory_limit, cache_size,
@@ -215,6 +231,9 @@ class Dataset(Mapping):
         # self._changes was before it was fetched, and it serves only while that holds.
         self._meta = None
         self._changes = 0
+        # The decoded attributes, {variable index or None: (changes, dict)}, as `_meta` is kept.
+        self._attrs = {}
+        self._attr_changes = 0
         self._limit = DEFAULT_MEMORY_LIMIT if options[1] is None else options[1]
 
     # --- what is inside -------------------------------------------------------------
@@ -253,6 +272,7 @@ class Dataset(Mapping):
         """Forgets the cached metadata after a change of shapes or variables (made before this is called)."""
         self._changes += 1
         self._meta = None
+        self._attr_changes += 1  # a rollback, a merge or a compaction may change attributes too
 
     @property
     def path(self) -> str:
@@ -778,8 +798,8 @@ class Variable:
 
         Sizes are integers (NumPy's too); a float, a string or a bool is an :class:`InvalidArgumentError`.
         Every size is checked before any axis changes: an axis that would change but is not growable
-        or would have no samples (:class:`InvalidArgumentError`), or would pass its ``max_size``
-        (:class:`OutOfRangeError`), leaves every axis as it was. The axes are the dataset's: every
+        or would have no samples (:class:`InvalidArgumentError`), or would pass its ``max_size`` or
+        the format's limits (:class:`OutOfRangeError`), leaves every axis as it was. The axes are the dataset's: every
         variable spanning a resized axis changes with it.
         """
         if self._lod:
@@ -796,19 +816,10 @@ class Variable:
             raise InvalidArgumentError(f"variable {self._name!r} has {len(dims)} axes; the new shape {tuple(shape)} has {len(shape)}")
         new = [_new_size(a, n) for a, n in zip(dims, shape)]
         changes = [(dims[d], n) for d, (o, n) in enumerate(zip(old, new)) if o != n]
-        if len(changes) > 1:
-            # The library checks one axis at a time: all of them first, so that none changes alone.
-            axes = self._ds.axes
-            for name, n in changes:
-                a = axes[name]
-                if not a.growable:
-                    raise InvalidArgumentError(f"axis {name!r} is not growable (declare it with growable=True)")
-                if n == 0:
-                    raise InvalidArgumentError(f"axis {name!r} cannot have 0 samples")
-                if a.max_size is not None and n > a.max_size:
-                    raise OutOfRangeError(f"axis {name!r} may grow to {a.max_size} samples, not {n}")
-        for name, n in changes:
-            self._ds.resize(name, n)
+        if changes:
+            # All at once: every size is checked (the format's limits with all of them too) before any axis changes.
+            self._ds._core.resize_axes(changes)
+            self._ds._changed()
 
     def _axis_position(self, axis):
         """The position of ``axis`` (a name, or a position counted from the end when negative)."""

@@ -78,6 +78,7 @@ impl Dataset {
         // (The descriptor, shared until changed, is copied only when one has.)
         let moved = |(s, end): (&crate::spec::SlotJson, &Option<u64>)| s.id.is_some() && end.is_some() && s.length != *end;
         if self.desc.slots.iter().zip(&self.slot_ends).any(moved) {
+            self.desc_bound = None;
             for (s, end) in std::sync::Arc::make_mut(&mut self.desc).slots.iter_mut().zip(&self.slot_ends) {
                 if s.id.is_some() && end.is_some() {
                     s.length = *end;
@@ -193,6 +194,7 @@ impl Dataset {
         if std::mem::take(&mut self.desc_dirty) {
             let snap = Snapshot::for_slot_within(&*self.storage, self.commit.clone(), self.line1, self.memory_limit)?;
             self.desc = snap.desc;
+            self.desc_bound = None;
             self.axes = snap.axes;
             self.vars = snap.vars;
             // Slots added since the commit are forgotten (their files stay).

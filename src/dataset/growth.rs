@@ -14,6 +14,16 @@ use crate::spec::{Variable, MASK_LAYER};
 use crate::wire;
 use std::sync::Arc;
 
+/// Sets axis `k` of `desc` to `samples`: the coordinate of the last sample
+/// moves to keep the axis's spacing (1 for an axis that had one sample).
+fn resized(desc: &mut DescriptorJson, k: usize, samples: u64) {
+    let aj = &mut desc.axes[k];
+    let old = aj.samples;
+    let step = if old >= 2 { (aj.last - aj.first) / (old - 1) as f64 } else { 1.0 };
+    aj.samples = samples;
+    aj.last = aj.first + step * (samples - 1) as f64;
+}
+
 impl Dataset {
     /// Changes the number of samples of a growable axis (see
     /// [`Axis::growable`](crate::Axis::growable)), and so the extent of
@@ -29,41 +39,82 @@ impl Dataset {
     /// `NotFound` for an unknown axis; `InvalidArgument` for an axis that
     /// is not growable or 0 samples; `OutOfRange` beyond the axis's
     /// maximum or the format's limits; `ReadOnly`, `Poisoned`, and the
-    /// errors of [`Dataset::write`] from rewriting the edge chunks.
+    /// errors of [`Dataset::write`] from rewriting the edge chunks, which
+    /// leave the dataset poisoned.
     pub fn resize_axis(&mut self, axis: &str, samples: u64) -> Result<()> {
+        self.resize_axes(&[(axis, samples)])
+    }
+
+    /// Changes several growable axes at once, as [`Dataset::resize_axis`]
+    /// changes one: `sizes` gives (axis name, new number of samples). Every
+    /// size is checked, and the format's limits with all of them applied,
+    /// before any axis changes, so that a refused resize leaves every axis
+    /// as it was.
+    ///
+    /// # Errors
+    /// As [`Dataset::resize_axis`], and `InvalidArgument` for an axis given
+    /// twice. A failure while rewriting the edge chunks (an I/O error, or
+    /// memory beyond the limit) leaves the dataset poisoned: reopen it to
+    /// continue from its last commit.
+    pub fn resize_axes(&mut self, sizes: &[(&str, u64)]) -> Result<()> {
         self.check_writable()?;
         self.check_not_fragment()?;
-        // The resize rewrites edge chunks from the index: held chunks go there first.
-        self.flush_held()?;
-        let k = self
-            .axes
-            .iter()
-            .position(|a| a.name == axis)
-            .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no axis named {axis:?}")))?;
-        let a = &self.axes[k];
-        if !a.growable {
-            return Err(invalid(format!("axis {axis:?} is not growable (declare it with Axis::growable)")));
+        let mut desc = DescriptorJson::clone(&self.desc);
+        let mut changes: Vec<(usize, u64)> = Vec::with_capacity(sizes.len());
+        for (i, &(axis, samples)) in sizes.iter().enumerate() {
+            let k = self
+                .axes
+                .iter()
+                .position(|a| a.name == axis)
+                .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no axis named {axis:?}")))?;
+            if sizes[..i].iter().any(|&(other, _)| other == axis) {
+                return Err(invalid(format!("axis {axis:?} is given twice")));
+            }
+            let a = &self.axes[k];
+            if !a.growable {
+                return Err(invalid(format!("axis {axis:?} is not growable (only an axis declared growable can be resized)")));
+            }
+            if samples == 0 {
+                return Err(invalid(format!("axis {axis:?} cannot have 0 samples")));
+            }
+            if let Some(max) = a.max_samples.filter(|&m| samples > m) {
+                return Err(Error::new(ErrorKind::OutOfRange, format!("axis {axis:?} may grow to {max} samples, not {samples}")));
+            }
+            if samples != a.samples {
+                resized(&mut desc, k, samples);
+                changes.push((k, samples));
+            }
         }
-        if samples == 0 {
-            return Err(invalid(format!("axis {axis:?} cannot have 0 samples")));
-        }
-        if let Some(max) = a.max_samples.filter(|&m| samples > m) {
-            return Err(Error::new(ErrorKind::OutOfRange, format!("axis {axis:?} may grow to {max} samples, not {samples}")));
-        }
-        let old = a.samples;
-        if samples == old {
+        if changes.is_empty() {
             return Ok(());
         }
+        // The limits (samples, chunks) with every axis changed: checked before any is.
+        desc.validate(ErrorKind::OutOfRange)?;
+        // The resize rewrites edge chunks from the index: held chunks go there first.
+        self.flush_held()?;
+        // Shrinks first, then growths: every state on the way lies within the old one
+        // and the new one, and so within the limits both are.
+        changes.sort_by_key(|&(k, samples)| samples > self.axes[k].samples);
+        for (k, samples) in changes {
+            if let Err(e) = self.resize_one(k, samples) {
+                // Some axes may have changed, or edge chunks been left as they were.
+                self.poisoned = true;
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Changes axis `k` to `samples`, checked by [`Dataset::resize_axes`].
+    fn resize_one(&mut self, k: usize, samples: u64) -> Result<()> {
         let mut desc = DescriptorJson::clone(&self.desc);
-        let aj = &mut desc.axes[k];
-        let step = if old >= 2 { (aj.last - aj.first) / (old - 1) as f64 } else { 1.0 };
-        aj.samples = samples;
-        aj.last = aj.first + step * (samples - 1) as f64;
+        resized(&mut desc, k, samples);
         let (axes, vars) = desc.validate(ErrorKind::OutOfRange)?;
         // Everything above is checked; from here on the dataset changes.
         let old_vars = std::mem::replace(&mut self.vars, Arc::new(vars));
         self.axes = Arc::new(axes);
         self.desc = Arc::new(desc);
+        self.desc_bound = None;
         self.desc_dirty = true;
         // Regions waiting for the layers' update stay inside the new extents.
         for (w, (s, e)) in &mut self.dirty {
@@ -75,13 +126,7 @@ impl Dataset {
         self.dirty.retain(|(_, (s, e))| s.iter().zip(e).all(|(a, b)| a < b));
         for (v, old) in old_vars.iter().enumerate() {
             let Some(d) = old.axes.iter().position(|&x| x == k) else { continue };
-            let result = self.resize_variable(old, v, d);
-            if let Err(e) = result {
-                if e.kind() == ErrorKind::Io {
-                    self.poisoned = true;
-                }
-                return Err(e);
-            }
+            self.resize_variable(old, v, d)?;
         }
         Ok(())
     }

@@ -180,6 +180,7 @@ impl Dataset {
             held_limit: DEFAULT_CACHE_BYTES as usize,
             dirty: Vec::new(),
             desc_dirty: false,
+            desc_bound: None,
             slot_ends: vec![None; nslots],
             policy: SlotPolicy::Fixed(0),
             turn: 0,
@@ -226,6 +227,7 @@ impl Dataset {
             self.slot_ends = vec![None; snap.desc.slots.len()];
         }
         self.desc = snap.desc;
+        self.desc_bound = None;
         self.axes = snap.axes;
         self.vars = snap.vars;
         // Pages are immutable once committed, and cached by (offset, CRC, level): the cache stays

@@ -563,11 +563,13 @@ impl DescriptorJson {
     /// Checks that the serialized descriptor is one a reader accepts: at most
     /// MAX_DESCRIPTOR_BYTES, within the JSON rules (attributes nested at most
     /// 127 deep, among others), and parseable within `memory_limit`.
-    pub(crate) fn check_writable(&self, memory_limit: u64) -> std::result::Result<Vec<u8>, String> {
+    /// Returns its length and parse cost: [`DescBound`]s exact for it.
+    pub(crate) fn check_writable(&self, memory_limit: u64) -> std::result::Result<DescBound, String> {
         let bytes = self.to_bytes();
         check_size(&bytes)?;
-        DescriptorJson::read_text(&bytes, memory_limit).map_err(|e| format!("the descriptor would not read back: {}", e.message()))?;
-        Ok(bytes)
+        let (_, cost) =
+            DescriptorJson::read_text(&bytes, memory_limit).map_err(|e| format!("the descriptor would not read back: {}", e.message()))?;
+        Ok(DescBound { bytes: bytes.len() as u64, cost })
     }
 
     /// The descriptor as one line of compact JSON (no newline inside).
@@ -575,6 +577,48 @@ impl DescriptorJson {
     pub(crate) fn to_bytes(&self) -> Vec<u8> {
         // Serializing plain maps, strings and numbers cannot fail.
         serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
+/// At most how long a serialized descriptor is, and what parsing it may
+/// cost ([`json::Shape::parse_cost`]): exact from
+/// [`DescriptorJson::check_writable`], then grown by what each attribute
+/// added since may add, so that a change whose bound stays within the limits
+/// needs no new serialization of the whole descriptor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DescBound {
+    pub bytes: u64,
+    pub cost: u64,
+}
+
+impl DescBound {
+    /// What removing a member adds: nothing.
+    pub(crate) const NOTHING: DescBound = DescBound { bytes: 0, cost: 0 };
+
+    /// The most a member `key: value` can add to a descriptor, placed in an
+    /// object `depth` arrays and objects deep (the descriptor's own object
+    /// is 1: 2 for the dataset's attributes, 4 for a variable's); None when
+    /// the value is nested too deeply there (the full check then says so).
+    pub(crate) fn of_member(key: &str, value: &serde_json::Value, depth: usize) -> Option<DescBound> {
+        // The member inside as many arrays as there are levels above its object,
+        // and that object: its nesting is checked where it will be, and what the
+        // wrappers add (a value, a container and two bytes each) covers the comma
+        // and the object becoming non-empty.
+        let mut text = vec![b'['; depth - 1];
+        text.push(b'{');
+        serde_json::to_writer(&mut text, key).ok()?;
+        text.push(b':');
+        serde_json::to_writer(&mut text, value).ok()?;
+        text.push(b'}');
+        text.extend(std::iter::repeat_n(b']', depth - 1));
+        let shape = json::shape(&text).ok()?;
+        Some(DescBound { bytes: shape.bytes, cost: shape.parse_cost() })
+    }
+
+    /// This bound grown by `more`, if it stays within a reader's limits.
+    pub(crate) fn grown(self, more: DescBound, memory_limit: u64) -> Option<DescBound> {
+        let b = DescBound { bytes: self.bytes.saturating_add(more.bytes), cost: self.cost.saturating_add(more.cost) };
+        (b.bytes <= MAX_DESCRIPTOR_BYTES && b.cost <= memory_limit).then_some(b)
     }
 }
 
