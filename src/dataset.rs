@@ -258,7 +258,10 @@ impl Dataset {
     pub fn set_attribute(&mut self, key: &str, value: Option<Value>) -> Result<()> {
         self.check_writable()?;
         self.check_not_fragment()?;
-        check_name("attribute", key).map_err(invalid)?;
+        // Any attribute there may be removed (a file may hold names the builder no longer takes).
+        if value.is_some() || !self.desc.attributes.contains_key(key) {
+            check_name("attribute", key).map_err(invalid)?;
+        }
         let growth = value.as_ref().map_or(Some(DescBound::NOTHING), |v| DescBound::of_member(key, v, 2));
         let bound = self.desc_bound;
         let old = match value {
@@ -279,7 +282,9 @@ impl Dataset {
         self.check_writable()?;
         self.check_not_fragment()?;
         let v = var.index_in(self)?;
-        check_name("attribute", key).map_err(invalid)?;
+        if value.is_some() || !self.desc.variables[v].attributes.contains_key(key) {
+            check_name("attribute", key).map_err(invalid)?;
+        }
         let growth = value.as_ref().map_or(Some(DescBound::NOTHING), |val| DescBound::of_member(key, val, 4));
         let bound = self.desc_bound;
         let attrs = &mut self.desc_mut().variables[v].attributes;

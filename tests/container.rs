@@ -123,6 +123,25 @@ fn attributes_that_would_not_read_back_are_refused() {
 }
 
 #[test]
+fn attribute_names_a_set_refuses_are_refused_at_creation_too() {
+    let dir = Scratch::new("attr-names");
+    for bad in ["", "a\nb", "tab\there", &"n".repeat(256)] {
+        let mut b = volume("v", 8);
+        b.attribute(bad, 1);
+        let e = b.create(dir.path("a.vds")).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{bad:?}");
+        assert!(e.to_string().contains("must be 1 to 255 bytes without control characters"), "{e}");
+        let mut v = VariableBuilder::new("w", DType::Int8, &["x"]);
+        v.attribute(bad, 1);
+        let e = volume("v", 8).variable(&v).create(dir.path("a.vds")).unwrap_err();
+        assert!(e.to_string().contains(r#"variable "w": attribute name"#), "{e}");
+        let mut ds = volume("v", 8).overwrite(true).create(dir.path("a.vds")).unwrap();
+        assert_eq!(ds.set_attribute(bad, Some(json!(1))).unwrap_err().kind(), ErrorKind::InvalidArgument);
+        assert_eq!(ds.set_attribute(bad, None).unwrap_err().kind(), ErrorKind::InvalidArgument, "no such attribute to remove");
+    }
+}
+
+#[test]
 fn attributes_set_one_by_one_are_refused_exactly_where_the_whole_descriptor_would_be() {
     // After its first full check, a set is checked by the bounds of what it adds; the
     // descriptor is checked whole only when those bounds would pass a limit. So every

@@ -264,6 +264,13 @@ impl Dataset {
         Ok(fresh)
     }
 
+    /// index(name) -> int | None
+    ///
+    /// The index of the variable called `name`, or None.
+    fn index(&self, py: Python<'_>, name: &str) -> PyResult<Option<usize>> {
+        self.with_now(py, |d| Ok(d.variables().iter().position(|v| v.name() == name)))
+    }
+
     /// write(var, start, step, data, missing=None) -> None
     ///
     /// Writes `data` (C- or Fortran-contiguous, the variable's dtype or a

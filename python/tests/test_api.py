@@ -495,6 +495,19 @@ def test_a_resize_of_several_axes_refused_for_one_changes_none(tmp_path):
     ds.close()
 
 
+def test_attribute_names_an_edit_refuses_are_refused_when_the_file_is_made(tmp_path):
+    """What ds.attrs[k] = v refuses as a name, create and save refuse too: no attribute is made that
+    could not be changed or removed later."""
+    for bad in ["", "a\x00b", "\n", "a\tb", "n" * 256]:
+        with pytest.raises(vds.InvalidArgumentError, match="must be 1 to 255 bytes without control characters"):
+            vds.save(tmp_path / "a.vds", {"a": np.ones(3)}, attrs={bad: 1}, overwrite=True)
+        with pytest.raises(vds.InvalidArgumentError, match="variable 'v'|variable \"v\""):
+            vds.create(tmp_path / "b.vds", [("x", 3)], {"v": {"dtype": "int8", "dims": ["x"], "attrs": {bad: 1}}}, overwrite=True)
+        with vds.create(tmp_path / "c.vds", [("x", 3)], {"v": {"dtype": "int8", "dims": ["x"]}}, overwrite=True) as ds:
+            with pytest.raises(vds.InvalidArgumentError, match="must be 1 to 255 bytes"):
+                ds.attrs[bad] = 1
+
+
 def test_a_pickled_dataset_reopens_its_file_from_another_directory(tmp_path, monkeypatch):
     """A dataset opened by a relative path pickles with its absolute path, so that a worker in
     another directory (or this process after a chdir) reopens the same file."""

@@ -319,10 +319,18 @@ class Dataset(Mapping):
         return json.loads(self._core.descriptor_json())
 
     def __getitem__(self, name):
-        names = self._vars()[2]  # reads and writes need the layout anyway
-        index = names.get(name) if isinstance(name, str) else None
+        meta = self._meta
+        if meta is not None and meta[0] == self._changes:
+            # The names kept with the layout: a lookup, however many variables there are.
+            index = meta[2].get(name) if isinstance(name, str) else None
+        else:
+            # Not fetched yet: asked of the core (a whole read of a small file never needs the layout).
+            try:
+                index = self._core.index(name)
+            except (TypeError, UnicodeEncodeError):  # not a str, or not one a name can be
+                index = None
         if index is None:
-            raise KeyError(f"no variable {name!r} in {self._path} (variables: {', '.join(names) or 'none'})")
+            raise KeyError(f"no variable {name!r} in {self._path} (variables: {', '.join(self._vars()[2]) or 'none'})")
         return Variable(self, index, name)
 
     def __iter__(self):

@@ -8,8 +8,8 @@ use super::open::NewHead;
 use super::{locking, slots, Dataset, Durability, Layout, DEFAULT_MEMORY_LIMIT};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::spec::{
-    features_used_by, Axis, AxisJson, Codec, CodecJson, Compression, DType, DescriptorJson, LodJson, LodMethod, PartitioningJson,
-    QuantJson, Scalar, SlotJson, VariableJson, FORMAT_MAJOR, FORMAT_MINOR, MAX_DIMS, MAX_VARIABLES,
+    check_name, features_used_by, Axis, AxisJson, Codec, CodecJson, Compression, DType, DescriptorJson, LodJson, LodMethod,
+    PartitioningJson, QuantJson, Scalar, SlotJson, VariableJson, FORMAT_MAJOR, FORMAT_MINOR, MAX_DIMS, MAX_VARIABLES,
 };
 use crate::storage::{open_nonblocking, FileStorage, Storage};
 use serde_json::{Map, Value};
@@ -369,6 +369,15 @@ impl DatasetBuilder {
     /// [`DatasetBuilder::new_head`] made anew.
     fn make_head(&self) -> Result<NewHead> {
         let desc = self.descriptor()?;
+        // The names `set_attribute` takes, and no others: an attribute made here can be changed later.
+        let named = desc
+            .attributes
+            .keys()
+            .map(|k| (None, k))
+            .chain(desc.variables.iter().flat_map(|v| v.attributes.keys().map(move |k| (Some(&v.name), k))));
+        for (var, key) in named {
+            check_name("attribute", key).map_err(|why| invalid(var.map_or(why.clone(), |v| format!("variable {v:?}: {why}"))))?;
+        }
         // Within the limits on counts, the layout's choice costs little before
         // validation, and reading the head back validates it (once per schema).
         let counted =
