@@ -19,12 +19,13 @@ values, a second rewrite.)
 
 import math
 import os
+import re
 import uuid
 
 import numpy as np
 
 from . import create, fragment
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, VdsError
 from . import open as vds_open
 
 
@@ -56,7 +57,9 @@ def store(darray, path, name="data", dims=None, codec="zstd", fill_value=None, a
     ...). ``fold=True`` then compacts the fragments into the container file
     itself (a full rewrite). With ``compute=False`` returns a
     ``dask.delayed`` object doing all of this. Returns the merge report
-    (a dict with ``merged``, ``skipped``, ``chunks``).
+    (a dict with ``merged``, ``skipped``, ``chunks``). With ``overwrite=True``
+    a container there is replaced, and the fragment files an earlier store
+    left it using are removed.
 
     If the computation fails (a task keeps failing, or its worker keeps
     dying), the fragment files its tasks left that the container does not
@@ -82,7 +85,14 @@ def store(darray, path, name="data", dims=None, codec="zstd", fill_value=None, a
     spec = {"dtype": darray.dtype, "dims": dims, "chunks": list(chunks), "codec": codec}
     if fill_value is not None:
         spec["fill_value"] = fill_value
+    replaced = _stored_fragments(path) if overwrite else []
     create(path, axes=list(zip(dims, darray.shape)), variables={name: spec}, attrs=attrs, overwrite=overwrite).close()
+    # The container written over used these fragments of an earlier store; nothing uses them now.
+    for n in replaced:
+        try:
+            os.remove(os.path.join(os.path.dirname(path), n))
+        except FileNotFoundError:
+            pass
     prefix = f"{os.path.basename(path)}.{uuid.uuid4().hex[:12]}"
     starts = [np.cumsum((0,) + c[:-1]) for c in darray.chunks]
     tasks = []
@@ -97,6 +107,18 @@ def store(darray, path, name="data", dims=None, codec="zstd", fill_value=None, a
     except BaseException:
         _remove_unadopted(path, prefix)
         raise
+
+
+def _stored_fragments(path):
+    """The fragment files of earlier stores (named as :func:`store` names them) that the container
+    at ``path`` uses; none when there is no container there, or it cannot be opened."""
+    pattern = re.compile(re.escape(os.path.basename(path)) + r"\.[0-9a-f]{12}\.[0-9a-f]{32}")
+    try:
+        with vds_open(path) as ds:
+            slots = ds.descriptor().get("slots", [])
+    except (VdsError, OSError):
+        return []
+    return [s["name"] for s in slots if pattern.fullmatch(s["name"])]
 
 
 def _merge(path, names, prefix, fold):
