@@ -508,6 +508,33 @@ def test_attribute_names_an_edit_refuses_are_refused_when_the_file_is_made(tmp_p
                 ds.attrs[bad] = 1
 
 
+def test_levels_slices_and_fragment_names_are_taken_as_indexing_takes_them(tmp_path, rng):
+    """Levels and slice indices are integers (NumPy's too), not floats, bools or strings; a slice's
+    axes are names or positions (negative from the end), each once; fragment names a sequence."""
+    ref = rng.standard_normal((4, 5, 6)).astype(np.float32)
+    with vds.create(tmp_path / "l.vds", [("a", 4), ("b", 5), ("c", 6)],
+                    {"v": {"dtype": "float32", "dims": ["a", "b", "c"], "lods": 2}}) as ds:
+        v = ds["v"]
+        v[...] = ref
+        ds.commit()
+        assert v.lod(np.int64(1)).shape == v.lod(1).shape == (2, 3, 3)
+        for level in [1.5, True, "1", None]:
+            with pytest.raises(vds.InvalidArgumentError, match="level of detail of variable 'v' must be an integer"):
+                v.lod(level)
+        np.testing.assert_array_equal(v.slice(np.int64(0), 1), ref[1])
+        np.testing.assert_array_equal(v.slice(-1, 2), ref[:, :, 2])
+        np.testing.assert_array_equal(v.slice("b", -1), ref[:, -1, :])
+        for axis, index, message in [(True, 0, "an axis is a name or a position, not True"),
+                                     ("a", slice(0, 2), "the index along axis 'a' must be an integer"),
+                                     (["a", "a"], [0, 1], "axis 'a' is given twice"),
+                                     (["a", 0], [0, 1], "axis 'a' is given twice"),
+                                     ("z", 0, "does not span axis 'z'")]:
+            with pytest.raises(vds.InvalidArgumentError, match=re.escape(message)):
+                v.slice(axis, index)
+        with pytest.raises(vds.InvalidArgumentError, match="a sequence of fragment names, not 'ok2'"):
+            ds.merge_fragments("ok2")
+
+
 def test_a_pickled_dataset_reopens_its_file_from_another_directory(tmp_path, monkeypatch):
     """A dataset opened by a relative path pickles with its absolute path, so that a worker in
     another directory (or this process after a chdir) reopens the same file."""

@@ -198,7 +198,7 @@ def test_a_rerun_merge_after_fold_finds_its_work_done(tmp_path, rng):
         assert ds.commit_sequence == 1
 
 
-def test_store_refuses_unknown_chunk_sizes(tmp_path):
+def test_store_refuses_unknown_chunk_sizes_and_a_string_of_dims(tmp_path):
     """A Dask array whose chunk sizes are unknown (after boolean indexing) cannot be laid out in
     chunks: the store says so before it creates anything."""
     x = da.arange(10, chunks=5)
@@ -209,3 +209,7 @@ def test_store_refuses_unknown_chunk_sizes(tmp_path):
     vds.dask.store(y.compute_chunk_sizes(), tmp_path / "u.vds")
     with vds.open(tmp_path / "u.vds") as ds:
         np.testing.assert_array_equal(ds["data"][...], np.arange(4, 10))
+    # Axis names are a sequence of names: a string is not split into letters.
+    with pytest.raises(vds.InvalidArgumentError, match="dims is a sequence of names, not 'ab'"):
+        vds.dask.store(da.ones((2, 2), chunks=2), tmp_path / "d.vds", dims="ab")
+    assert not (tmp_path / "d.vds").exists()

@@ -424,6 +424,8 @@ class Dataset(Mapping):
         and ``chunks`` (index entries adopted). Overlapping fragments are
         refused and nothing is merged.
         """
+        if isinstance(names, (str, bytes, os.PathLike)) or not hasattr(names, "__iter__"):
+            raise InvalidArgumentError(f"merge_fragments takes a sequence of fragment names, not {names!r}")
         merged, skipped, chunks = self._core.merge_fragments([os.fspath(n) for n in names])
         self._changed()
         return {"merged": merged, "skipped": skipped, "chunks": chunks}
@@ -696,28 +698,29 @@ class Variable:
 
     def lod(self, level: int) -> Variable:
         """Level of detail ``level`` of this variable, read-only: level k halves the LOD axes k times."""
-        level = int(level)
+        level = _count(level, "the level of detail of variable {!r}", self._name)
         if not 0 <= level < self.levels:
             raise OutOfRangeError(f"variable {self._name!r} has levels of detail 0 to {self.levels - 1}, not {level}")
         return Variable(self._ds, self._index, self._name, level)
 
     def slice(self, axis: str | int | Sequence[str | int], index: int | Sequence[int], lod: int = 0) -> np.ndarray:
-        """One axis-aligned plane as a 2-D array: ``axis`` (a name or position, or a sequence of
-        them) fixed at ``index`` (or a sequence), every other axis whole, at level of detail ``lod``.
+        """One axis-aligned plane as a 2-D array: ``axis`` (a name or position, negative from the
+        end, or a sequence of them, each axis once) fixed at ``index`` (an integer, negative from
+        the end, or a sequence), every other axis whole, at level of detail ``lod``.
         Reads from the partitioning that reads the fewest bytes (such as 2-D tiles)."""
         axes = list(axis) if isinstance(axis, (list, tuple)) else [axis]
         indices = list(index) if isinstance(index, (list, tuple)) else [index]
         if len(axes) != len(indices):
             raise InvalidArgumentError(f"slice: {len(axes)} axes but {len(indices)} indices")
+        key: list[Any] = [slice(None)] * self.ndim
+        for a, i in zip(axes, indices):
+            d = self._axis_position(a)  # a name, or a position (negative from the end)
+            if key[d] != slice(None):
+                raise InvalidArgumentError(f"slice: axis {self.dims[d]!r} is given twice")
+            # One sample along each fixed axis (negative from the end, as in indexing).
+            key[d] = _count(i, "slice: the index along axis {!r}", self.dims[d])
         if self.ndim - len(axes) != 2:
             raise InvalidArgumentError(f"a slice leaves two axes free; fixing {len(axes)} of {self.ndim} leaves {self.ndim - len(axes)}")
-        key: list[Any] = [slice(None)] * self.ndim
-        dims = self.dims
-        for a, i in zip(axes, indices):
-            d = dims.index(a) if isinstance(a, str) and a in dims else a
-            if not isinstance(d, int) or not 0 <= d < self.ndim:
-                raise InvalidArgumentError(f"slice: {a!r} is not one of the axes {dims}")
-            key[d] = i
         return self.lod(lod)[tuple(key)]
 
     @property

@@ -24,7 +24,7 @@ import uuid
 
 import numpy as np
 
-from . import create, fragment
+from . import _names, create, fragment
 from .errors import InvalidArgumentError, VdsError
 from . import open as vds_open
 
@@ -80,7 +80,7 @@ def store(darray, path, name="data", dims=None, codec="zstd", fill_value=None, a
     chunks = tuple(c[0] for c in darray.chunks)
     if any(len(set(c[:-1])) > 1 or c[-1] > c[0] for c in darray.chunks):
         darray = darray.rechunk(chunks)
-    dims = list(dims or [f"dim_{i}" for i in range(darray.ndim)])
+    dims = _names(dims, "dims") if dims is not None else [f"dim_{i}" for i in range(darray.ndim)]
     path = os.path.abspath(os.fspath(path))
     spec = {"dtype": darray.dtype, "dims": dims, "chunks": list(chunks), "codec": codec}
     if fill_value is not None:
