@@ -92,8 +92,9 @@ pub(crate) fn nbytes(dtype: vds::DType, shape: &[u64]) -> Option<u64> {
 /// it would exceed `limit` bytes, and NumPy's `MemoryError` when it cannot
 /// be had.
 pub(crate) fn zeroed<'py>(py: Python<'py>, dtype: vds::DType, shape: &[u64], limit: u64) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let bytes = nbytes(dtype, shape).unwrap_or(u64::MAX);
-    if bytes > limit {
+    let bytes = nbytes(dtype, shape);
+    if bytes.is_none_or(|b| b > limit) {
+        let bytes = bytes.map_or_else(|| "more than 2**64 - 1".to_owned(), |b| b.to_string());
         let m = format!(
             "a selection of {bytes} bytes exceeds the memory limit of {limit} bytes (read less at a time, or open with a larger memory_limit=)"
         );

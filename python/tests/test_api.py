@@ -629,6 +629,12 @@ def test_integers_of_another_type_are_written_when_they_fit(tmp_path):
                 ds[var][...] = values
         with pytest.raises(vds.TypeMismatchError, match="cannot write float64 values into variable 's' of int8"):
             ds["s"][...] = np.ones(4)
+        # Python integers out of range: NumPy's OverflowError, saying what the variable takes.
+        for var, value in [("s", 2**63), ("w", 2**64), ("w", [1, 2**70]), ("u", -1)]:
+            with pytest.raises(OverflowError, match=rf"out of bounds for variable '{var}' of (u?int(8|64))"):
+                ds[var][0:len(value) if isinstance(value, list) else 1] = value
+        ds["w"][0:2] = [2**62, -(2**63)]  # Python ints that fit, whatever type NumPy would infer for them
+        np.testing.assert_array_equal(ds["w"][0:2], [2**62, -(2**63)])
         # Nothing refused was written.
         np.testing.assert_array_equal(ds["s"][...], [-128, 0, 5, 127])
         np.testing.assert_array_equal(ds["u"][...], [0, 80, 160, 240])
@@ -671,6 +677,12 @@ def test_errors_raise_the_right_exception(tmp_path, rng):
         with pytest.raises(MemoryError):
             h["v"][...]
         assert h["v"][:2, :3].tolist() == [[0, 0, 0], [0, 0, 0]]
+    # Beyond 2**64 bytes the count is not saturated into a false figure.
+    vast = tmp_path / "vast.vds"
+    vds.create(vast, axes=[("a", 1 << 40), ("b", 1 << 40)], variables={"v": {"dtype": "uint8", "dims": ["a", "b"], "chunks": [1 << 14, 1 << 14]}}).close()
+    with vds.open(vast) as h:
+        with pytest.raises(vds.OutOfMemoryError, match=re.escape("a selection of more than 2**64 - 1 bytes exceeds the memory limit")):
+            h["v"][...]
     # Writes of the whole variable are held to the memory limit, however they are spelled.
     big = tmp_path / "big.vds"
     vds.create(big, axes=[("x", 10000)], variables={"v": {"dtype": "float64", "dims": ["x"], "chunks": [1000]}}).close()

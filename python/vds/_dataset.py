@@ -742,9 +742,16 @@ class Variable:
         v = np.asarray(value)
         if not isinstance(value, (np.ndarray, np.generic)) and dtype.kind in "iu" and (
                 v.dtype.kind in "iu"
-                # NumPy infers float64 for Python ints beyond int64 (uint64 values): still exact ints.
-                or v.dtype.kind == "f" and all(isinstance(x, int) for x in np.asarray(value, dtype=object).flat)):
-            v = np.asarray(value, dtype=dtype)  # raises OverflowError for Python ints out of range, as NumPy does
+                # NumPy infers float64 for Python ints beyond int64 (uint64 values), and objects for
+                # ints beyond 64 bits: still exact ints.
+                or v.dtype.kind in "fO" and all(isinstance(x, int) for x in np.asarray(value, dtype=object).flat)):
+            try:
+                v = np.asarray(value, dtype=dtype)
+            except OverflowError:
+                # An OverflowError, as NumPy raises, saying what the variable takes.
+                info = np.iinfo(dtype)
+                raise OverflowError(f"Python integers out of bounds for variable {self._name!r} of {dtype} "
+                                    f"({info.min} to {info.max})") from None
         if v.dtype != dtype and not np.can_cast(v.dtype, dtype, "safe"):
             if v.dtype.kind in "iu" and dtype.kind in "iu":
                 # Integers into a narrower or other-signed type: taken when every value fits, never wrapped.

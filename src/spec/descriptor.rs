@@ -305,7 +305,7 @@ impl DescriptorJson {
         for a in &self.axes {
             check_name("axis", &a.name)?;
             if a.samples == 0 || a.samples > MAX_SAMPLES {
-                return Err(format!("axis {:?} has {} samples", a.name, a.samples).into());
+                return Err(format!("axis {:?} has {} samples, outside 1..={MAX_SAMPLES}", a.name, a.samples).into());
             }
             if !a.first.is_finite() || !a.last.is_finite() {
                 return Err(format!("axis {:?} has non-finite coordinates", a.name).into());
