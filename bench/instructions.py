@@ -9,9 +9,12 @@ must be installed) over 100 and then 1100 tiny files (one int64 each,
 written by the `tinyfile` example) and divides the difference by 1000,
 so that start-up (the interpreter, imports, the loader) cancels out.
 The loops are the native open + read (`tinyfile read`), `vds.load`, the
-compiled core's `_vds.load`, and the handles (`vds.open`, `ds["v"][...]`).
+compiled core's `_vds.load`, and the handles (`vds.open`, `ds["v"][...]`);
+then the writes: the native create + write + close (`tinyfile write`),
+`vds.save`, and the handles (`vds.create`, `ds["v"][...] = value`), each
+without fsync (system calls are not counted in any case).
 Only user-space instructions count: the system calls, the same for all,
-are not in the figures. Prints a Markdown table.
+are not in the figures. Prints two Markdown tables.
 """
 
 import argparse
@@ -28,6 +31,15 @@ LOOPS = {
     "compiled core `_vds.load`": "import sys, vds\nL = vds._vds.load\nfor i in range(int(sys.argv[2])): L(f'{sys.argv[1]}{i}')",
     "vds package (handles)": "import sys, vds\nfor i in range(int(sys.argv[2])):\n"
                              "    with vds.open(f'{sys.argv[1]}{i}') as ds: ds['v'][...]",
+}
+WRITES = {
+    "`vds.save`, one call": "import sys, numpy as np, vds\nv = np.array([42], np.int64)\n"
+                            "for i in range(int(sys.argv[2])):\n"
+                            "    vds.save(f'{sys.argv[1]}{i}', {'v': v}, dims={'v': ['x']}, chunks={'v': [1]}, overwrite=True, sync=False)",
+    "vds package (handles)": "import sys, numpy as np, vds\nv = np.array([42], np.int64)\nfor i in range(int(sys.argv[2])):\n"
+                             "    with vds.create(f'{sys.argv[1]}{i}', axes=[('x', 1)], overwrite=True, sync=False,\n"
+                             "                    variables={'v': {'dtype': 'int64', 'dims': ['x'], 'chunks': [1]}}) as ds:\n"
+                             "        ds['v'][...] = v",
 }
 
 
@@ -51,17 +63,19 @@ def main():
     os.makedirs(o.dir, exist_ok=True)
     subprocess.run(["cargo", "build", "--quiet", "--release", "--example", "tinyfile"], cwd=ROOT, check=True)
     tinyfile = os.path.join(ROOT, "target", "release", "examples", "tinyfile")
-    base = os.path.join(o.dir, "t")
-    subprocess.run([tinyfile, "write", base, "1100"], check=True, capture_output=True)
-    # Every loop, the native one too, formats its file names: that is in each figure.
-    native = per_call([tinyfile, "read", base])
-    print("| loop (open + read a tiny file) | instructions per file | against native |")
-    print("|---|---:|---:|")
-    print(f"| native (`tinyfile read`) | {native:,.0f} | 1.00 |")
-    for label, loop in LOOPS.items():
-        n = per_call([sys.executable, "-c", loop, base])
-        print(f"| {label} | {n:,.0f} | {n / native:.2f} |")
-
+    # Every loop, the native one too, formats its file names: that is in each figure; and
+    # each reads, or writes over, files that exist before it starts.
+    for what, mode, loops in [("open + read a tiny file", "read", LOOPS), ("create + write + close a tiny file", "write", WRITES)]:
+        base = os.path.join(o.dir, mode[0])
+        subprocess.run([tinyfile, "write", base, "1100"], check=True, capture_output=True)
+        native = per_call([tinyfile, mode, base])
+        print(f"| loop ({what}) | instructions per file | against native |")
+        print("|---|---:|---:|")
+        print(f"| native (`tinyfile {mode}`) | {native:,.0f} | 1.00 |")
+        for label, loop in loops.items():
+            n = per_call([sys.executable, "-c", loop, base])
+            print(f"| {label} | {n:,.0f} | {n / native:.2f} |")
+        print()
 
 if __name__ == "__main__":
     main()
