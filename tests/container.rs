@@ -748,3 +748,40 @@ fn each_container_gets_the_head_of_its_own_description() {
         assert_eq!(got_first.to_bits(), start.to_bits(), "{name}");
     }
 }
+
+#[test]
+fn a_slot_or_a_resize_the_descriptor_would_not_read_back_with_is_refused() {
+    // A descriptor filled to its memory limit by an attribute: a change that lengthens it
+    // otherwise (a slot listed, an axis's numbers longer) is refused as an attribute would be,
+    // and what was committed opens again with that limit.
+    let dir = Scratch::new("full-desc");
+    let path = dir.path("f.vds");
+    let mut b = DatasetBuilder::new();
+    b.axis(Axis::new("g", 4).growable(None)).variable(VariableBuilder::new("v", DType::Int8, &["g"]).chunk(&[4]));
+    b.create(&path).unwrap().close().unwrap();
+    let limit = 60_000;
+    let mut o = vds::OpenOptions::new();
+    o.memory_limit(limit).write(true);
+    let mut ds = o.open(&path).unwrap();
+    // The longest padding the limit takes.
+    let (mut lo, mut hi) = (0usize, 20_000usize);
+    while lo + 1 < hi {
+        let mid = (lo + hi) / 2;
+        if ds.set_attribute("pad", Some(json!("s".repeat(mid)))).is_ok() {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    ds.set_attribute("pad", Some(json!("s".repeat(lo)))).unwrap();
+    let e = ds.add_external_slot("extra.dat").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(e.to_string().contains("would not read back"), "{e}");
+    assert!(!dir.path("extra.dat").exists(), "no slot file is left behind");
+    let e = ds.resize_axis("g", 3_456_789_012).unwrap_err();
+    assert!(e.to_string().contains("would not read back"), "{e}");
+    assert_eq!(ds.variable("v").unwrap().shape(), [4]);
+    ds.close().unwrap();
+    let ds = o.write(false).open(&path).unwrap();
+    assert_eq!(ds.attributes()["pad"], json!("s".repeat(lo)));
+}

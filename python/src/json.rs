@@ -249,24 +249,26 @@ impl<'de> de::Deserializer<'de> for Reader<'_, '_> {
             let value = visitor.visit_map(&mut members)?;
             // What a reader of a fixed number of members left unread is refused, not dropped.
             match members.next {
-                read if read < len => Err(de::Error::invalid_length(len, &"fewer members in the map")),
+                read if read < len => Err(de::Error::invalid_length(len, &&*format!("a map of {read} members"))),
                 _ => Ok(value),
             }
         } else if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
-            if obj.len()? > 0 {
+            if seq_len(obj) > 0 {
                 self.budget.take(PER_CONTAINER)?;
             }
             let mut items = Items { seq: obj, next: 0, depth: self.depth, budget: self.budget };
             let value = visitor.visit_seq(&mut items)?;
             // A list longer than a fixed-length field ([before, after]) is refused, not cut short.
-            match obj.len()? {
-                len if items.next < len => Err(de::Error::invalid_length(len, &"fewer elements in the list")),
+            match seq_len(obj) {
+                len if items.next < len => Err(de::Error::invalid_length(len, &&*format!("a list of {} elements", items.next))),
                 _ => Ok(value),
             }
         } else if obj.is_instance(&py.import("numpy")?.getattr("ndarray")?)? {
-            // An array: its values as nested lists, once their number is known to fit.
+            // An array: its values as nested lists, once their number and their bytes are known
+            // to fit (a broadcast view of one long string holds many copies of it as a list).
             let size: u64 = obj.getattr("size")?.extract()?;
-            self.budget.take(PER_VALUE.saturating_mul(size))?;
+            let nbytes: u64 = obj.getattr("nbytes")?.extract()?;
+            self.budget.take(PER_VALUE.saturating_mul(size).saturating_add(PER_BYTE.saturating_mul(nbytes)))?;
             let list = obj.call_method0("tolist")?;
             Reader { obj: &list, depth: self.depth + 1, budget: self.budget }.deserialize_any(visitor)
         } else if obj.is_instance(&py.import("numpy")?.getattr("generic")?)? {
@@ -355,6 +357,14 @@ impl<'de> MapAccess<'de> for Members<'_, '_> {
 
     fn size_hint(&self) -> Option<usize> {
         Some(self.items.len().saturating_sub(self.next))
+    }
+}
+
+/// The length of a list or tuple as the object holds it (a subclass's `__len__` is not called).
+fn seq_len(seq: &Bound<'_, PyAny>) -> usize {
+    match seq.cast::<PyList>() {
+        Ok(list) => list.len(),
+        Err(_) => seq.cast::<PyTuple>().map_or(0, |t| t.len()),
     }
 }
 

@@ -535,6 +535,33 @@ def test_levels_slices_and_fragment_names_are_taken_as_indexing_takes_them(tmp_p
             ds.merge_fragments("ok2")
 
 
+def test_attribute_values_are_bounded_by_what_they_hold_and_read_as_the_objects_hold_them(tmp_path):
+    """A broadcast view of one long string lists as many copies of it: refused by its bytes before
+    it is listed. A list subclass is read by index and its length as the list holds it (its own
+    __len__ is not asked). A closed dataset's attributes raise ClosedError, as its variables do."""
+
+    class Long(list):
+        def __len__(self):
+            return 10**9
+
+    class Raising(tuple):
+        def __len__(self):
+            raise RuntimeError("asked")
+
+    with vds.create(tmp_path / "b.vds", [("x", 2)], {"v": {"dtype": "int8", "dims": ["x"]}}) as ds:
+        with pytest.raises(vds.InvalidArgumentError, match="holds more than a descriptor parsed"):
+            ds.attrs["k"] = np.broadcast_to(np.array(["x" * 10**6]), (1200,))
+        ds.attrs["l"] = Long([1, 2])
+        ds.attrs["t"] = Raising((3, 4))
+        assert ds.attrs["l"] == [1, 2] and ds.attrs["t"] == [3, 4]
+        vds.create(tmp_path / "c.vds", [{"name": "x", "size": 2}],
+                   {"v": {"dtype": "int8", "dims": ["x"], "margin": Raising((1, 1))}}).close()
+    with pytest.raises(vds.ClosedError):
+        ds.attrs["l"]
+    with pytest.raises(vds.ClosedError):
+        "t" in ds.attrs
+
+
 def test_a_pickled_dataset_reopens_its_file_from_another_directory(tmp_path, monkeypatch):
     """A dataset opened by a relative path pickles with its absolute path, so that a worker in
     another directory (or this process after a chdir) reopens the same file."""
@@ -549,6 +576,14 @@ def test_a_pickled_dataset_reopens_its_file_from_another_directory(tmp_path, mon
     np.testing.assert_array_equal(v[...], np.arange(5.0))
     assert v.dataset.path == str(tmp_path / "rel.vds")
     v.dataset.close()
+    # The directory is the one it was opened in, not the one it is pickled in.
+    vds.save("rel.vds", {"a": np.zeros(2)})  # another file of that name, here
+    monkeypatch.chdir(tmp_path)
+    with vds.open("rel.vds") as ds:
+        monkeypatch.chdir(tmp_path / "elsewhere")
+        again = pickle.loads(pickle.dumps(ds))
+        np.testing.assert_array_equal(again["a"][...], np.arange(5.0))
+        again.close()
 
 
 def test_a_dataset_is_equal_only_to_itself_and_a_variable_to_the_same_variable(tmp_path):
@@ -1029,7 +1064,7 @@ def test_the_compiled_create_reads_a_description_field_by_field_and_says_where_i
            ({"axes": [{"name": "x", "samples": "4"}]}, 'at ["axes"][0]["samples"]: invalid type: string "4", expected u64'),
            ({"axes": [{"name": "x", "samples": -4}]}, 'at ["axes"][0]["samples"]: invalid value: integer `-4`, expected u64'),
            ({"variables": [{"name": "v", "dtype": "int16", "axes": ["x"], "margin": [1, 2, 3]}]},
-            'at ["variables"][0]["margin"]: invalid length 3, expected fewer elements in the list'),
+            'at ["variables"][0]["margin"]: invalid length 3, expected a list of 2 elements'),
            ({"layot": "compact"}, "create: unknown field `layot`"),
            ({"axes": {"x": 4}}, 'at ["axes"]: invalid type: map, expected a sequence')]
     for change, message in bad:

@@ -157,7 +157,7 @@ class Attributes(MutableMapping):
         ds = self._ds
         changes = ds._attr_changes  # before the fetch: a change landing during it leaves it unused
         kept = ds._attrs.get(self._var)
-        if kept is not None and kept[0] == changes:
+        if kept is not None and kept[0] == changes and not ds._core.closed:
             return kept[1]
         values = json.loads(ds._core.attributes(self._var))
         ds._attrs[self._var] = (changes, values)
@@ -196,6 +196,14 @@ class Attributes(MutableMapping):
         return f"<vds.Attributes {self._all()!r}>"
 
 
+def _cwd():
+    """The working directory, or None when it is gone (a relative path then pickles as it is)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
 def _reopen(path, mode, options):
     """Reopens a pickled dataset (see Dataset.__reduce__)."""
     from . import open as open_
@@ -213,18 +221,21 @@ class Dataset(Mapping):
     without committing (``close(commit=False)``, or dropping the object)
     leaves the file at its last commit.
 
-    A dataset pickles as (path, mode, options), a file's path made absolute,
-    and reopens when unpickled, so Dask's process and distributed schedulers
+    A dataset pickles as (path, mode, options), a relative path made absolute
+    from the directory it was opened in, and reopens when unpickled, so Dask's process and distributed schedulers
     can ship it to workers in any directory.
     """
 
-    __slots__ = ("_core", "_path", "_mode", "_options", "_meta", "_changes", "_attrs", "_attr_changes", "_limit", "__weakref__")
+    __slots__ = ("_core", "_path", "_cwd", "_mode", "_options", "_meta", "_changes", "_attrs", "_attr_changes", "_limit",
+                 "__weakref__")
 
     def __init__(self, core, path, mode, options):
         # options: what it was opened with, as (sync, memory_limit, cache_size,
         # allow_external_paths) (see _OPTIONS), for reopening when unpickled.
         self._core = core
         self._path = _fspath(path)
+        # The directory a relative path was opened from, for pickling (a URL or an absolute path needs none).
+        self._cwd = None if os.path.isabs(self._path) or "://" in self._path else _cwd()
         self._mode = mode
         self._options = options
         # The cached metadata, (changes, fast, names, infos, axes): `changes` is what
@@ -459,9 +470,9 @@ class Dataset(Mapping):
     def __reduce__(self):
         if self._mode == "fragment":
             raise TypeError("a fragment being written cannot be pickled; open a fragment in each worker with vds.fragment")
-        # A file by its absolute path, so that a worker in another directory (or this process after
-        # a chdir) reopens the same file; a URL as it is.
-        path = self._path if "://" in self._path else os.path.abspath(self._path)
+        # A file by its absolute path as it was opened, so that a worker in another directory (or
+        # this process after a chdir) reopens the same file; a URL as it is.
+        path = self._path if self._cwd is None else os.path.join(self._cwd, self._path)
         return (_reopen, (path, self._mode, dict(zip(_OPTIONS, self._options))))
 
     def _check_alloc(self, nbytes):

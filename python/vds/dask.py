@@ -19,13 +19,12 @@ values, a second rewrite.)
 
 import math
 import os
-import re
 import uuid
 
 import numpy as np
 
 from . import _names, create, fragment
-from .errors import InvalidArgumentError, VdsError
+from .errors import InvalidArgumentError
 from . import open as vds_open
 
 
@@ -58,8 +57,10 @@ def store(darray, path, name="data", dims=None, codec="zstd", fill_value=None, a
     itself (a full rewrite). With ``compute=False`` returns a
     ``dask.delayed`` object doing all of this. Returns the merge report
     (a dict with ``merged``, ``skipped``, ``chunks``). With ``overwrite=True``
-    a container there is replaced, and the fragment files an earlier store
-    left it using are removed.
+    a container there is replaced; the fragment files an earlier store left
+    it using stay, since a copy of that container beside it would use them
+    too (store with ``fold=True`` to leave none, or remove them when no copy
+    is kept).
 
     If the computation fails (a task keeps failing, or its worker keeps
     dying), the fragment files its tasks left that the container does not
@@ -85,14 +86,7 @@ def store(darray, path, name="data", dims=None, codec="zstd", fill_value=None, a
     spec = {"dtype": darray.dtype, "dims": dims, "chunks": list(chunks), "codec": codec}
     if fill_value is not None:
         spec["fill_value"] = fill_value
-    replaced = _stored_fragments(path) if overwrite else []
     create(path, axes=list(zip(dims, darray.shape)), variables={name: spec}, attrs=attrs, overwrite=overwrite).close()
-    # The container written over used these fragments of an earlier store; nothing uses them now.
-    for n in replaced:
-        try:
-            os.remove(os.path.join(os.path.dirname(path), n))
-        except FileNotFoundError:
-            pass
     prefix = f"{os.path.basename(path)}.{uuid.uuid4().hex[:12]}"
     starts = [np.cumsum((0,) + c[:-1]) for c in darray.chunks]
     tasks = []
@@ -107,18 +101,6 @@ def store(darray, path, name="data", dims=None, codec="zstd", fill_value=None, a
     except BaseException:
         _remove_unadopted(path, prefix)
         raise
-
-
-def _stored_fragments(path):
-    """The fragment files of earlier stores (named as :func:`store` names them) that the container
-    at ``path`` uses; none when there is no container there, or it cannot be opened."""
-    pattern = re.compile(re.escape(os.path.basename(path)) + r"\.[0-9a-f]{12}\.[0-9a-f]{32}")
-    try:
-        with vds_open(path) as ds:
-            slots = ds.descriptor().get("slots", [])
-    except (VdsError, OSError):
-        return []
-    return [s["name"] for s in slots if pattern.fullmatch(s["name"])]
 
 
 def _merge(path, names, prefix, fold):

@@ -244,6 +244,8 @@ impl Dataset {
             }
             found.push((name, file, fpath, frag));
         }
+        // Every fragment adopted becomes a slot: the descriptor listing them all must read back.
+        self.check_room_for_slots(&found.iter().map(|f| f.0).collect::<Vec<_>>())?;
         for (name, file, fpath, frag) in found {
             let len = file.metadata().map_err(|e| Error::io(format!("reading the length of {}", fpath.display()), e))?.len();
             let json = SlotJson { name: name.to_string(), id: Some(id_text(frag.id)), length: Some(len), extra: Map::new() };

@@ -9,7 +9,7 @@ use super::{Dataset, VarRef};
 use crate::array::{as_bytes, Element, Order, Region};
 use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::index::{Entry, Key};
-use crate::spec::DescriptorJson;
+use crate::spec::{DescBound, DescriptorJson};
 use crate::spec::{Variable, MASK_LAYER};
 use crate::wire;
 use std::sync::Arc;
@@ -88,8 +88,16 @@ impl Dataset {
         if changes.is_empty() {
             return Ok(());
         }
-        // The limits (samples, chunks) with every axis changed: checked before any is.
+        // The limits (samples, chunks) with every axis changed, and that the descriptor
+        // (its numbers longer) still reads back: checked before any axis changes.
         desc.validate(ErrorKind::OutOfRange)?;
+        // An axis's samples and last coordinate grow by at most 40 characters of text.
+        let n = changes.len() as u64;
+        let grown = self.desc_bound.and_then(|b| b.grown(DescBound { bytes: 64 * n, cost: 256 * n }, self.memory_limit));
+        let bound = match grown {
+            Some(b) => b,
+            None => desc.check_writable(self.memory_limit).map_err(invalid)?,
+        };
         // The resize rewrites edge chunks from the index: held chunks go there first.
         self.flush_held()?;
         // Shrinks first, then growths: every state on the way lies within the old one
@@ -102,6 +110,7 @@ impl Dataset {
                 return Err(e);
             }
         }
+        self.desc_bound = Some(bound);
         Ok(())
     }
 

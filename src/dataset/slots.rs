@@ -146,8 +146,20 @@ impl Dataset {
         if slot_path == path {
             return Err(invalid(format!("external-file slot {name:?} is the container itself")));
         }
+        self.check_room_for_slots(&[name])?;
         let (file, json) = create_slot_file(&slot_path, name, false, KIND_SLOT)?;
         self.adopt_slot(file, json, &slot_path)
+    }
+
+    /// Refuses new slots `names` when the descriptor listing them would not
+    /// read back within the memory limit (or the descriptor's size limit),
+    /// each entry taken at its longest (an identity and a length of 2**64 - 1).
+    pub(super) fn check_room_for_slots(&self, names: &[&str]) -> Result<()> {
+        let mut desc = crate::spec::DescriptorJson::clone(&self.desc);
+        for name in names {
+            desc.slots.push(SlotJson { name: (*name).to_string(), id: Some("0".repeat(16)), length: Some(u64::MAX), extra: Map::new() });
+        }
+        desc.check_writable(self.memory_limit).map(|_| ()).map_err(|why| invalid(format!("{} external-file slot(s): {why}", names.len())))
     }
 
     /// Makes an open slot file the container's next slot (from the next commit).
