@@ -317,13 +317,7 @@ impl Dataset {
         growth: Option<DescBound>,
         undo: impl FnOnce(&mut DescriptorJson) -> Option<Value>,
     ) -> Result<()> {
-        let memory_limit = self.memory_limit;
-        let within = bound.zip(growth).and_then(|(b, g)| b.grown(g, memory_limit));
-        let checked = match within {
-            Some(b) => Ok(b),
-            None => self.desc.check_writable(memory_limit),
-        };
-        match checked {
+        match self.desc.bound_after(bound, growth, self.memory_limit) {
             Ok(b) => {
                 self.desc_bound = Some(b);
                 self.desc_dirty = true;

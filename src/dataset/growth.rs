@@ -93,11 +93,8 @@ impl Dataset {
         desc.validate(ErrorKind::OutOfRange)?;
         // An axis's samples and last coordinate grow by at most 40 characters of text.
         let n = changes.len() as u64;
-        let grown = self.desc_bound.and_then(|b| b.grown(DescBound { bytes: 64 * n, cost: 256 * n }, self.memory_limit));
-        let bound = match grown {
-            Some(b) => b,
-            None => desc.check_writable(self.memory_limit).map_err(invalid)?,
-        };
+        let growth = DescBound { bytes: 64 * n, cost: 256 * n };
+        let bound = desc.bound_after(self.desc_bound, Some(growth), self.memory_limit).map_err(invalid)?;
         // The resize rewrites edge chunks from the index: held chunks go there first.
         self.flush_held()?;
         // Shrinks first, then growths: every state on the way lies within the old one

@@ -572,6 +572,22 @@ impl DescriptorJson {
         Ok(DescBound { bytes: bytes.len() as u64, cost })
     }
 
+    /// The bounds of this descriptor, changed from one whose bounds were
+    /// `bound` by a change that added at most `growth`: their sum when it
+    /// stays within the limits, else what a full check finds (or why it
+    /// would not read back).
+    pub(crate) fn bound_after(
+        &self,
+        bound: Option<DescBound>,
+        growth: Option<DescBound>,
+        memory_limit: u64,
+    ) -> std::result::Result<DescBound, String> {
+        match bound.zip(growth).and_then(|(b, g)| b.grown(g, memory_limit)) {
+            Some(b) => Ok(b),
+            None => self.check_writable(memory_limit),
+        }
+    }
+
     /// The descriptor as one line of compact JSON (no newline inside).
     /// [`check_size`] tells whether a reader takes that many bytes.
     pub(crate) fn to_bytes(&self) -> Vec<u8> {
