@@ -4,7 +4,9 @@
 //! a third number, V, puts V int64 values (0 to V-1) in each file instead of one (`-`: one),
 //! and a fourth, R, does it R times in the one process and prints the median
 //! round (warm, as the benchmark's loops are; bench/python.py pairs it with
-//! the same loop through the Python package).
+//! the same loop through the Python package). A fifth number, M, makes the
+//! names PATH0 to PATH{M-1} before the loop over the first N (so that
+//! bench/instructions.py's count over N files leaves the names' making out).
 use vds::{Axis, DType, Dataset, DatasetBuilder, Durability, Order, Region, VariableBuilder};
 
 fn write(path: &str, values: &[i64]) -> vds::Result<()> {
@@ -35,11 +37,13 @@ fn main() -> vds::Result<()> {
     let f = if mode == "write" { write } else { read };
     let Some(n) = args.get(3).map(|n| n.parse::<u32>().expect("a count")) else { return f(path, &values) };
     let rounds = args.get(5).map_or(1, |r| r.parse::<usize>().expect("a number of rounds").max(1));
-    let paths: Vec<String> = (0..n).map(|i| format!("{path}{i}")).collect();
+    let made = args.get(6).map_or(n, |m| m.parse::<u32>().expect("a count of names").max(n));
+    let names: Vec<String> = (0..made).map(|i| format!("{path}{i}")).collect();
+    let paths = &names[..n as usize];
     let mut times = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         let t = std::time::Instant::now();
-        for p in &paths {
+        for p in paths {
             f(p, &values)?;
         }
         times.push(t.elapsed().as_secs_f64() * 1e6 / f64::from(n.max(1)));

@@ -100,8 +100,13 @@ pub(crate) fn zeroed<'py>(py: Python<'py>, dtype: vds::DType, shape: &[u64], lim
         );
         return Err(to_py(py, Failure::Refused("OutOfMemory", m)));
     }
-    let mut dims: Vec<numpy::npyffi::npy_intp> = shape.iter().map(|&n| n as numpy::npyffi::npy_intp).collect();
-    let nd = std::os::raw::c_int::try_from(dims.len()).map_err(|_| invalid(py, format!("{} axes", dims.len())))?;
+    // NumPy's own bound on axes (64 since NumPy 2, 32 before: it raises beyond).
+    let mut dims = [0 as numpy::npyffi::npy_intp; 64];
+    let Some(dims_used) = dims.get_mut(..shape.len()) else { return Err(invalid(py, format!("{} axes (at most 64)", shape.len()))) };
+    for (d, &n) in dims_used.iter_mut().zip(shape) {
+        *d = n as numpy::npyffi::npy_intp;
+    }
+    let nd = shape.len() as std::os::raw::c_int;
     // Zeroed (calloc: large arrays cost no pass), so that no value is
     // ever uninitialised; made through NumPy's C API rather than
     // `PyArray::zeros`, which panics where NumPy raises MemoryError.

@@ -260,13 +260,38 @@ pub(crate) fn save(
     }
 }
 
-/// What `load` reads of `ds`: (variable, element type, shape) of every
-/// variable, or of those `names` gives, checked against `limit` before
-/// anything is allocated.
-fn chosen(ds: &vds::Dataset, names: Option<&[String]>, path: &std::path::Path, limit: u64) -> Outcome<Vec<(usize, DType, Vec<u64>)>> {
+/// A variable `load` reads: its index, element type, shape and name.
+struct Wanted {
+    var: usize,
+    dtype: DType,
+    dims: [u64; MAX_DIMS],
+    ndim: usize,
+    name: String,
+}
+
+impl Wanted {
+    fn shape(&self) -> &[u64] {
+        &self.dims[..self.ndim]
+    }
+
+    /// Bytes of its values (within the memory limit `chosen` checked).
+    fn len(&self) -> usize {
+        nbytes(self.dtype, self.shape()).map_or(usize::MAX, |n| n as usize)
+    }
+}
+
+/// What `load` reads of `ds`: every variable, or those `names` gives, and
+/// their bytes in all, checked against `limit` before anything is allocated.
+fn chosen(ds: &vds::Dataset, names: Option<&[String]>, path: &std::path::Path, limit: u64) -> Outcome<(Vec<Wanted>, u64)> {
     let vars = ds.variables();
-    let chosen: Vec<usize> = match names {
-        None => (0..vars.len()).collect(),
+    let want = |i: usize| {
+        let v = &vars[i];
+        let mut dims = [0; MAX_DIMS];
+        dims[..v.shape().len()].copy_from_slice(v.shape());
+        Wanted { var: i, dtype: v.dtype(), dims, ndim: v.shape().len(), name: v.name().to_owned() }
+    };
+    let wanted: Vec<Wanted> = match names {
+        None => (0..vars.len()).map(want).collect(),
         Some(names) => {
             // By name, in one pass over the variables (a file may hold 65,535 of them).
             let index: std::collections::HashMap<&str, usize> = vars.iter().enumerate().map(|(i, v)| (v.name(), i)).collect();
@@ -280,22 +305,39 @@ fn chosen(ds: &vds::Dataset, names: Option<&[String]>, path: &std::path::Path, l
                 if std::mem::replace(&mut taken[i], true) {
                     return Err(Failure::Refused("InvalidArgument", format!("load: names gives {n:?} twice")));
                 }
-                chosen.push(i);
+                chosen.push(want(i));
             }
             chosen
         }
     };
-    let wanted: Vec<(usize, DType, Vec<u64>)> = chosen.into_iter().map(|i| (i, vars[i].dtype(), vars[i].shape().to_vec())).collect();
-    let total = wanted.iter().try_fold(0u64, |sum, (_, dtype, shape)| nbytes(*dtype, shape).and_then(|n| sum.checked_add(n)));
-    if total.is_none_or(|t| t > limit) {
-        let what = total.map_or_else(|| "more than 2**64".to_owned(), |t| t.to_string());
-        let m = format!(
-            "load: {} holds {what} bytes of values, over the memory limit of {limit} bytes (load fewer with names=, or give a larger memory_limit=)",
-            path.display()
-        );
-        return Err(Failure::Refused("OutOfMemory", m));
+    let total = wanted.iter().try_fold(0u64, |sum, w| nbytes(w.dtype, w.shape()).and_then(|n| sum.checked_add(n)));
+    match total {
+        Some(total) if total <= limit => Ok((wanted, total)),
+        _ => {
+            let what = total.map_or_else(|| "more than 2**64".to_owned(), |t| t.to_string());
+            let m = format!(
+                "load: {} holds {what} bytes of values, over the memory limit of {limit} bytes (load fewer with names=, or give a larger memory_limit=)",
+                path.display()
+            );
+            Err(Failure::Refused("OutOfMemory", m))
+        }
     }
-    Ok(wanted)
+}
+
+/// Values `load` reads in the same release of the GIL as it opens the
+/// file, into memory of its own, and copies into the arrays made after:
+/// for a small file that is cheaper than a second release. More is read
+/// straight into the arrays, in a second release.
+const READ_WITH_OPEN: u64 = 4096;
+
+/// Reads `wanted` of `ds` whole into `bufs` (in C order).
+fn read_whole<'a>(ds: &vds::Dataset, wanted: &[Wanted], bufs: impl Iterator<Item = &'a mut [u8]>) -> Outcome<()> {
+    for (w, buf) in wanted.iter().zip(bufs) {
+        if !buf.is_empty() {
+            ds.read_lod_bytes(w.var, 0, None, &Region::full(w.shape())?, Order::C, buf)?;
+        }
+    }
+    Ok(())
 }
 
 /// Reads every variable of the container at ``path`` (or those in ``names``) whole, in one call.
@@ -351,33 +393,57 @@ pub(crate) fn load<'py>(
     let mut o = vds::OpenOptions::new();
     o.memory_limit(memory_limit);
     // The library's dataset itself, not a `Dataset` object: nothing else
-    // can reach it, so it needs no lock, and it is dropped (closed) inside
-    // the reads' release of the GIL.
-    let ds = lib(py, py.detach(|| o.open(&path)))?;
-    let wanted = chosen(&ds, names.as_deref(), &path, memory_limit).map_err(|e| to_py(py, e))?;
-    let out = PyDict::new(py);
-    let mut fresh = Vec::with_capacity(wanted.len());
-    for (var, dtype, shape) in &wanted {
-        let a = zeroed(py, *dtype, shape, memory_limit)?;
-        out.set_item(ds.variables()[*var].name(), &a)?;
-        fresh.push(a);
-    }
-    let mut reads = Vec::with_capacity(wanted.len());
-    for ((var, _, shape), a) in wanted.iter().zip(&fresh) {
-        if !shape.contains(&0) {
-            // SAFETY: the array was made above and only `out`, not yet returned, holds it.
-            reads.push((*var, lib(py, Region::full(shape))?, unsafe { fresh_bytes(a) }));
-        }
-    }
-    let done = py.detach(move || {
+    // can reach it, so it needs no lock, and it is closed inside a release
+    // of the GIL: the first, with the reads, when the values are few.
+    let opened = py.detach(|| {
         catch_panic(|| {
-            for (var, region, buf) in reads {
-                ds.read_lod_bytes(var, 0, None, &region, Order::C, buf)?;
+            let ds = o.open(&path)?;
+            let (wanted, total) = chosen(&ds, names.as_deref(), &path, memory_limit)?;
+            if total > READ_WITH_OPEN {
+                // Boxed: the dataset is large, and moving it costs.
+                return Ok((wanted, Err(Box::new(ds))));
             }
+            let mut early = vec![0; total as usize];
+            let mut rest = early.as_mut_slice();
+            let bufs = wanted.iter().map(|w| {
+                let (buf, after) = std::mem::take(&mut rest).split_at_mut(w.len());
+                rest = after;
+                buf
+            });
+            read_whole(&ds, &wanted, bufs)?;
             drop(ds);
-            Ok(())
+            Ok((wanted, Ok(early)))
         })
     });
-    done.map_err(|e| to_py(py, e))?;
+    let (wanted, opened) = opened.map_err(|e| to_py(py, e))?;
+    let out = PyDict::new(py);
+    match opened {
+        Ok(early) => {
+            let mut at = 0;
+            for w in &wanted {
+                let a = zeroed(py, w.dtype, w.shape(), memory_limit)?;
+                // SAFETY: the array was just made, and nothing else holds it.
+                unsafe { fresh_bytes(&a) }.copy_from_slice(&early[at..at + w.len()]);
+                at += w.len();
+                out.set_item(&w.name, a)?;
+            }
+        }
+        Err(ds) => {
+            let mut fresh = Vec::with_capacity(wanted.len());
+            for w in &wanted {
+                let a = zeroed(py, w.dtype, w.shape(), memory_limit)?;
+                out.set_item(&w.name, &a)?;
+                fresh.push(a);
+            }
+            // SAFETY: each array was made above, and only `out`, not yet returned, holds it.
+            let bufs: Vec<&mut [u8]> = fresh.iter().map(|a| unsafe { fresh_bytes(a) }).collect();
+            let read = move || {
+                read_whole(&ds, &wanted, bufs.into_iter())?;
+                drop(ds);
+                Ok(())
+            };
+            py.detach(|| catch_panic(read)).map_err(|e| to_py(py, e))?;
+        }
+    }
     Ok(out)
 }

@@ -84,6 +84,21 @@ def test_load_reads_what_indexing_reads_of_any_container(tmp_path, rng):
     np.testing.assert_array_equal(got["m"], ref.astype(np.float64))  # values as written; the mask is vds.open's
 
 
+@pytest.mark.parametrize("total", [4095, 4096, 4097, 40_000])
+def test_load_reads_files_either_side_of_the_read_with_the_open(tmp_path, rng, total):
+    # Up to 4096 bytes of values are read as the file is opened, more into the arrays after: the same values.
+    ref = {"f": reference(rng, (total // 16, 2), "float32"), "i": reference(rng, (total - total // 16 * 8,), "uint8")}
+    path = tmp_path / "sizes.vds"
+    vds.save(path, ref, dims={"f": ["y", "x"], "i": ["z"]})
+    got = vds.load(path)
+    assert sum(a.nbytes for a in got.values()) == total
+    assert list(got) == ["f", "i"]
+    for name, a in ref.items():
+        assert got[name].dtype == a.dtype and got[name].flags.c_contiguous and got[name].flags.owndata
+        np.testing.assert_array_equal(got[name], a)
+    np.testing.assert_array_equal(vds.load(path, ["i"])["i"], ref["i"])
+
+
 def test_memory_limit_is_checked_before_anything_is_read(tmp_path):
     path = tmp_path / "m.vds"
     vds.save(path, {"a": np.zeros(100_000), "b": np.zeros(100_000, np.int8)})
