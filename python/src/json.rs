@@ -245,7 +245,7 @@ impl<'de> de::Deserializer<'de> for Reader<'_, '_> {
                 self.budget.take(PER_CONTAINER)?;
             }
             let len = items.len();
-            let mut members = Members { items, next: 0, key: None, value: None, depth: self.depth, budget: self.budget };
+            let mut members = Members { dict: d, items, next: 0, key: None, value: None, depth: self.depth, budget: self.budget };
             let value = visitor.visit_map(&mut members)?;
             // What a reader of a fixed number of members left unread is refused, not dropped.
             match members.next {
@@ -307,6 +307,7 @@ impl<'de> de::Deserializer<'de> for Reader<'_, '_> {
 /// The members of a dict, from a copy of its items; a failure in a value is
 /// placed at its key.
 struct Members<'a, 'py> {
+    dict: &'a Bound<'py, PyDict>,
     items: Bound<'py, PyList>,
     next: usize,
     key: Option<Bound<'py, PyAny>>,
@@ -333,6 +334,10 @@ impl<'de> MapAccess<'de> for Members<'_, '_> {
             }
             Err(_) => {
                 let text = key_text(&k)?;
+                if self.dict.contains(&text)? {
+                    // As json.dumps would write both, and a reader keep one.
+                    return Err(Fail::refused(format!("the keys {} and {text:?} are the same key in JSON", k.repr()?)));
+                }
                 self.budget.take(PER_MEMBER.saturating_add(PER_BYTE.saturating_mul(text.len() as u64)))?;
                 seed.deserialize(de::value::StringDeserializer::<Fail>::new(text))?
             }

@@ -533,6 +533,12 @@ def test_levels_slices_and_fragment_names_are_taken_as_indexing_takes_them(tmp_p
                 v.slice(axis, index)
         with pytest.raises(vds.InvalidArgumentError, match="a sequence of fragment names, not 'ok2'"):
             ds.merge_fragments("ok2")
+        # Names that are not valid Unicode are refused as any invalid argument, naming what they are.
+        for call, what in [(lambda: ds.merge_fragments(["\ud800"]), "the name of a fragment to merge"),
+                           (lambda: ds.add_external_slot("a\udcff"), "the name of an external slot"),
+                           (lambda: vds.fragment(ds.path, "\ud800"), "the name of a fragment")]:
+            with pytest.raises(vds.InvalidArgumentError, match=re.escape(what) + ", '.*', is not valid Unicode"):
+                call()
 
 
 def test_attribute_values_are_bounded_by_what_they_hold_and_read_as_the_objects_hold_them(tmp_path):
@@ -1023,6 +1029,16 @@ def test_create_refuses_what_json_cannot_hold(tmp_path):
         ds.attrs["zeros"] = np.zeros(3_000_000, np.int8)
         # Keys as json.dumps writes them.
         ds.attrs["keys"] = {1: "a", 2.5: "b", False: "c", None: "d"}
+        # ... and refused where two keys would be written as one, at any depth and wherever attributes are given.
+        for twins, shown in [({1: "a", "1": "b"}, '1 and "1"'), ({"x": {None: 1, "null": 2}}, 'None and "null"'),
+                             ({"false": 1, False: 2}, 'False and "false"')]:
+            with pytest.raises(vds.InvalidArgumentError, match=f"the keys {shown} are the same key in JSON"):
+                ds.attrs["twins"] = twins
+            with pytest.raises(vds.InvalidArgumentError, match=f"the keys {shown} are the same key in JSON"):
+                vds.save(tmp_path / "twins.vds", {"v": np.arange(2)}, attrs=twins, overwrite=True)
+            with pytest.raises(vds.InvalidArgumentError, match=f"the keys {shown} are the same key in JSON"):
+                vds.create(tmp_path / "twins.vds", [("x", 4)], {"v": {"dtype": "int8", "dims": ["x"], "attrs": twins}}, overwrite=True)
+        assert "twins" not in ds.attrs
         # A value refused is named by where it is in the attribute.
         with pytest.raises(vds.InvalidArgumentError, match=r'attribute "a": at \["range"\]\[1\]: NaN is not a finite number'):
             ds["v"].attrs["a"] = {"range": [1, np.float32("nan")]}

@@ -84,9 +84,14 @@ def _new_size(axis, size):
 
 
 def _text(value, what, *args):
-    """A name given as a str (not bytes, a number or a path; a subclass of str is one)."""
+    """A name given as a str (not bytes, a number or a path; a subclass of str is one) that is valid Unicode."""
     if not isinstance(value, str):
         raise InvalidArgumentError(f"{_what(what, args)} is a str, not {value!r}")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidArgumentError(f"{_what(what, args)}, {value!r}, is not valid Unicode (it holds a lone surrogate)") from None
     return value
 
 
@@ -143,7 +148,11 @@ class Axis:
 class Attributes(MutableMapping):
     """The attributes of a dataset or a variable: a mutable mapping of JSON values.
 
-    Changes are written with the data: they become durable at the next
+    Values are dicts, lists, tuples, strings, numbers, booleans, None and
+    NumPy scalars and arrays (read back as lists). A dict's keys that are
+    not strings are written as ``json.dumps`` writes them (``1`` as
+    ``"1"``, None as ``"null"``), and a dict where two keys would be
+    written as one (``1`` and ``"1"``) is refused. Changes are written with the data: they become durable at the next
     ``commit()`` (or ``close()``) and are discarded by ``rollback()``.
     """
 
@@ -437,7 +446,8 @@ class Dataset(Mapping):
         """
         if isinstance(names, (str, bytes, os.PathLike)) or not hasattr(names, "__iter__"):
             raise InvalidArgumentError(f"merge_fragments takes a sequence of fragment names, not {names!r}")
-        merged, skipped, chunks = self._core.merge_fragments([os.fspath(n) for n in names])
+        names = [_text(os.fspath(n), "the name of a fragment to merge") for n in names]
+        merged, skipped, chunks = self._core.merge_fragments(names)
         self._changed()
         return {"merged": merged, "skipped": skipped, "chunks": chunks}
 
