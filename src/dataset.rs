@@ -258,20 +258,7 @@ impl Dataset {
     pub fn set_attribute(&mut self, key: &str, value: Option<Value>) -> Result<()> {
         self.check_writable()?;
         self.check_not_fragment()?;
-        // Any attribute there may be removed (a file may hold names the builder no longer takes).
-        if value.is_some() || !self.desc.attributes.contains_key(key) {
-            check_name("attribute", key).map_err(invalid)?;
-        }
-        let growth = value.as_ref().map_or(Some(DescBound::NOTHING), |v| DescBound::of_member(key, v, 2));
-        let bound = self.desc_bound;
-        let old = match value {
-            Some(v) => self.desc_mut().attributes.insert(key.into(), v),
-            None => self.desc_mut().attributes.shift_remove(key),
-        };
-        self.descriptor_changed(bound, growth, |d| match old {
-            Some(v) => d.attributes.insert(key.into(), v),
-            None => d.attributes.shift_remove(key),
-        })
+        self.change_attribute(None, key, value)
     }
 
     /// Sets (or with `None` removes) a variable attribute; committed with the next commit.
@@ -282,19 +269,37 @@ impl Dataset {
         self.check_writable()?;
         self.check_not_fragment()?;
         let v = var.index_in(self)?;
-        if value.is_some() || !self.desc.variables[v].attributes.contains_key(key) {
+        self.change_attribute(Some(v), key, value)
+    }
+
+    /// Sets or removes an attribute of the dataset (`var` None) or of a variable.
+    fn change_attribute(&mut self, var: Option<usize>, key: &str, value: Option<Value>) -> Result<()> {
+        fn of(d: &mut DescriptorJson, var: Option<usize>) -> &mut Map<String, Value> {
+            match var {
+                None => &mut d.attributes,
+                Some(v) => &mut d.variables[v].attributes,
+            }
+        }
+        let there = match var {
+            None => &self.desc.attributes,
+            Some(v) => &self.desc.variables[v].attributes,
+        };
+        // Any attribute there may be removed (a file may hold names the builder no longer takes).
+        if value.is_some() || !there.contains_key(key) {
             check_name("attribute", key).map_err(invalid)?;
         }
-        let growth = value.as_ref().map_or(Some(DescBound::NOTHING), |val| DescBound::of_member(key, val, 4));
+        // A variable's attributes sit two levels deeper in the descriptor than the dataset's.
+        let depth = if var.is_some() { 4 } else { 2 };
+        let growth = value.as_ref().map_or(Some(DescBound::NOTHING), |v| DescBound::of_member(key, v, depth));
         let bound = self.desc_bound;
-        let attrs = &mut self.desc_mut().variables[v].attributes;
+        let attrs = of(self.desc_mut(), var);
         let old = match value {
-            Some(val) => attrs.insert(key.into(), val),
+            Some(v) => attrs.insert(key.into(), v),
             None => attrs.shift_remove(key),
         };
         self.descriptor_changed(bound, growth, |d| match old {
-            Some(val) => d.variables[v].attributes.insert(key.into(), val),
-            None => d.variables[v].attributes.shift_remove(key),
+            Some(v) => of(d, var).insert(key.into(), v),
+            None => of(d, var).shift_remove(key),
         })
     }
 
