@@ -100,6 +100,11 @@ pub(crate) fn zeroed<'py>(py: Python<'py>, dtype: vds::DType, shape: &[u64], lim
         );
         return Err(to_py(py, Failure::Refused("OutOfMemory", m)));
     }
+    if let Some(b) = bytes.filter(|&b| b > isize::MAX as u64) {
+        // Within a limit given beyond what NumPy can index (which would raise ValueError).
+        let m = format!("a selection of {b} bytes is more than an array can hold (2**63 - 1 bytes)");
+        return Err(to_py(py, Failure::Refused("OutOfMemory", m)));
+    }
     // NumPy's own bound on axes (64 since NumPy 2, 32 before: it raises beyond).
     let mut dims = [0 as numpy::npyffi::npy_intp; 64];
     let Some(dims_used) = dims.get_mut(..shape.len()) else { return Err(invalid(py, format!("{} axes (at most 64)", shape.len()))) };

@@ -174,14 +174,18 @@ fn number(obj: &Bound<'_, PyAny>) -> Converted<Number> {
 }
 
 /// The text of a dict key that is not a string, as `json.dumps` makes it:
-/// True, False and None as `true`, `false` and `null`, numbers in decimal.
+/// True, False and None as `true`, `false` and `null`, integers in
+/// decimal, finite floats as Python writes them (`1e-05`, `1e+16`).
 fn key_text(k: &Bound<'_, PyAny>) -> Converted<String> {
     if k.is_none() {
         Ok("null".into())
     } else if let Ok(b) = k.cast::<PyBool>() {
         Ok(if b.is_true() { "true" } else { "false" }.into())
-    } else if k.is_instance_of::<PyInt>() || k.is_instance_of::<PyFloat>() {
+    } else if k.is_instance_of::<PyInt>() {
         number(k).map(|n| n.to_string())
+    } else if k.is_instance_of::<PyFloat>() {
+        number(k)?;
+        Ok(k.py().get_type::<PyFloat>().getattr("__repr__")?.call1((k,))?.extract()?)
     } else {
         Err(Fail::refused(format!("a key is {}, not a string, a number, a boolean or None", k.get_type().name()?)))
     }
@@ -245,7 +249,8 @@ impl<'de> de::Deserializer<'de> for Reader<'_, '_> {
                 self.budget.take(PER_CONTAINER)?;
             }
             let len = items.len();
-            let mut members = Members { dict: d, items, next: 0, key: None, value: None, depth: self.depth, budget: self.budget };
+            let seen = may_repeat(&items).then(std::collections::HashMap::new);
+            let mut members = Members { items, next: 0, key: None, value: None, seen, depth: self.depth, budget: self.budget };
             let value = visitor.visit_map(&mut members)?;
             // What a reader of a fixed number of members left unread is refused, not dropped.
             match members.next {
@@ -307,13 +312,44 @@ impl<'de> de::Deserializer<'de> for Reader<'_, '_> {
 /// The members of a dict, from a copy of its items; a failure in a value is
 /// placed at its key.
 struct Members<'a, 'py> {
-    dict: &'a Bound<'py, PyDict>,
     items: Bound<'py, PyList>,
     next: usize,
     key: Option<Bound<'py, PyAny>>,
     value: Option<Bound<'py, PyAny>>,
+    /// The keys' texts so far, and the position of each key, when two keys
+    /// may have one text (see [`may_repeat`]): refused, as `json.dumps`
+    /// would write both and a reader keep one.
+    seen: Option<std::collections::HashMap<String, usize>>,
     depth: usize,
     budget: &'a mut Budget,
+}
+
+/// Whether two keys of a dict (its items) may have one text in JSON: only
+/// when some key is not exactly a str (distinct exact strs are distinct
+/// texts; a str subclass may hash and compare as it likes).
+fn may_repeat(items: &Bound<'_, PyList>) -> bool {
+    items.iter().any(|kv| {
+        let key = kv.cast_into::<PyTuple>().ok().and_then(|kv| kv.get_item(0).ok());
+        key.is_none_or(|k| !k.is_exact_instance_of::<PyString>())
+    })
+}
+
+impl Members<'_, '_> {
+    /// Refuses `key`, the last one read and written as `text`, when a key
+    /// before it was written so.
+    fn once(&mut self, key: &Bound<'_, PyAny>, text: &str) -> Converted<()> {
+        let Some(seen) = &mut self.seen else { return Ok(()) };
+        match seen.entry(text.to_owned()) {
+            std::collections::hash_map::Entry::Occupied(first) => {
+                let (first, _) = self.items.get_item(*first.get())?.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>()?;
+                Err(Fail::refused(format!("the keys {} and {} are the same key in JSON", first.repr()?, key.repr()?)))
+            }
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(self.next - 1);
+                Ok(())
+            }
+        }
+    }
 }
 
 impl<'de> MapAccess<'de> for Members<'_, '_> {
@@ -330,15 +366,13 @@ impl<'de> MapAccess<'de> for Members<'_, '_> {
                 let bytes = utf8(s)?;
                 let text = as_str(&bytes);
                 self.budget.take(PER_MEMBER.saturating_add(PER_BYTE.saturating_mul(text.len() as u64)))?;
+                self.once(&k, text)?;
                 seed.deserialize(de::value::StrDeserializer::<Fail>::new(text))?
             }
             Err(_) => {
                 let text = key_text(&k)?;
-                if self.dict.contains(&text)? {
-                    // As json.dumps would write both, and a reader keep one.
-                    return Err(Fail::refused(format!("the keys {} and {text:?} are the same key in JSON", k.repr()?)));
-                }
                 self.budget.take(PER_MEMBER.saturating_add(PER_BYTE.saturating_mul(text.len() as u64)))?;
+                self.once(&k, &text)?;
                 seed.deserialize(de::value::StringDeserializer::<Fail>::new(text))?
             }
         };

@@ -3,6 +3,7 @@ against what vds.open and vds.create see of the same files."""
 
 import collections.abc
 import os
+import re
 import threading
 import types
 
@@ -250,6 +251,17 @@ def test_errors_name_what_was_wrong(tmp_path):
         vds.load(path, ["a", "a"])
     with pytest.raises(vds.NotFoundError):
         vds.load(tmp_path / "absent.vds")
+
+
+def test_a_variable_beyond_what_an_array_holds_is_refused_within_any_limit(tmp_path):
+    # 2**63 bytes of float64 (nothing written): within a limit of 2**64 - 1, beyond what NumPy indexes.
+    path = tmp_path / "huge.vds"
+    with vds.create(path, axes=[("x", 2**20), ("y", 2**20), ("z", 2**20)],
+                    variables={"v": {"dtype": "float64", "dims": ["x", "y", "z"], "chunks": [256, 256, 256]}}):
+        pass
+    for read in (lambda: vds.load(path, memory_limit=2**64 - 1), lambda: vds.open(path, memory_limit=2**64 - 1)["v"][...]):
+        with pytest.raises(vds.OutOfMemoryError, match=re.escape("9223372036854775808 bytes is more than an array can hold")):
+            read()
 
 
 def test_a_refused_overwrite_leaves_the_old_file(tmp_path):

@@ -87,9 +87,9 @@ def _text(value, what, *args):
     """A name given as a str (not bytes, a number or a path; a subclass of str is one) that is valid Unicode."""
     if not isinstance(value, str):
         raise InvalidArgumentError(f"{_what(what, args)} is a str, not {value!r}")
-    if not value.isascii():
+    if not str.isascii(value):  # str's own, whatever a subclass makes of them
         try:
-            value.encode("utf-8")
+            str.encode(value, "utf-8")
         except UnicodeEncodeError:
             raise InvalidArgumentError(f"{_what(what, args)}, {value!r}, is not valid Unicode (it holds a lone surrogate)") from None
     return value
