@@ -138,6 +138,12 @@ def save(path: str | os.PathLike[str], data: Mapping[str, Any], *, dims: Mapping
     applies to every variable, in any form :func:`create` takes (default:
     uncompressed). ``overwrite`` and ``sync`` as in :func:`create`.
 
+    Overwriting replaces the file in place (SPEC.md 7.6): until the call
+    returns, a reader opening the file may find the new container with
+    nothing written yet (its fill values), and a crash in between leaves it
+    so. To replace a file that others read, save under another name and
+    ``os.replace`` it over the old one.
+
     Values that are not NumPy arrays go through ``numpy.asarray``; arrays
     keep their dtype (int8 to uint64, float32, float64, bool; others raise
     :class:`TypeMismatchError`), and one that is not contiguous or not in
@@ -451,8 +457,11 @@ def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping
     A sequence of dicts each with a ``name`` works too.
 
     ``attrs``: the dataset's attributes (JSON values; NumPy scalars and
-    arrays too). ``overwrite`` replaces an existing file (else
-    :class:`AlreadyExistsError`); ``slots`` names external data files
+    arrays too). ``overwrite`` replaces an existing file in place (else
+    :class:`AlreadyExistsError`): from the call on, readers find the new
+    container, empty until what is written is committed, and a crash
+    before that leaves it so (see
+    :func:`save`); ``slots`` names external data files
     beside the container. Sizes, extents and names are checked as given: a
     float or negative size, a string where a sequence of names belongs, or
     a variable without a ``dtype`` or ``dims`` is an
