@@ -330,6 +330,14 @@ fn chosen(ds: &vds::Dataset, names: Option<&[String]>, path: &std::path::Path, l
 /// straight into the arrays, in a second release.
 const READ_WITH_OPEN: u64 = 4096;
 
+/// What a load's open leaves: the values read already (the file closed),
+/// or the dataset, open for a read into the arrays.
+enum Opened {
+    Read(Vec<u8>),
+    /// Boxed: the dataset is large, and moving it costs.
+    Open(Box<vds::Dataset>),
+}
+
 /// Reads `wanted` of `ds` whole into `bufs` (in C order).
 fn read_whole<'a>(ds: &vds::Dataset, wanted: &[Wanted], bufs: impl Iterator<Item = &'a mut [u8]>) -> Outcome<()> {
     for (w, buf) in wanted.iter().zip(bufs) {
@@ -400,8 +408,7 @@ pub(crate) fn load<'py>(
             let ds = o.open(&path)?;
             let (wanted, total) = chosen(&ds, names.as_deref(), &path, memory_limit)?;
             if total > READ_WITH_OPEN {
-                // Boxed: the dataset is large, and moving it costs.
-                return Ok((wanted, Err(Box::new(ds))));
+                return Ok((wanted, Opened::Open(Box::new(ds))));
             }
             let mut early = vec![0; total as usize];
             let mut rest = early.as_mut_slice();
@@ -412,13 +419,13 @@ pub(crate) fn load<'py>(
             });
             read_whole(&ds, &wanted, bufs)?;
             drop(ds);
-            Ok((wanted, Ok(early)))
+            Ok((wanted, Opened::Read(early)))
         })
     });
     let (wanted, opened) = opened.map_err(|e| to_py(py, e))?;
     let out = PyDict::new(py);
     match opened {
-        Ok(early) => {
+        Opened::Read(early) => {
             let mut at = 0;
             for w in &wanted {
                 let a = zeroed(py, w.dtype, w.shape(), memory_limit)?;
@@ -428,7 +435,7 @@ pub(crate) fn load<'py>(
                 out.set_item(&w.name, a)?;
             }
         }
-        Err(ds) => {
+        Opened::Open(ds) => {
             let mut fresh = Vec::with_capacity(wanted.len());
             for w in &wanted {
                 let a = zeroed(py, w.dtype, w.shape(), memory_limit)?;
