@@ -460,9 +460,8 @@ def create(path: str | os.PathLike[str], axes: Sequence[Any], variables: Mapping
     arrays too). ``overwrite`` replaces an existing file in place (else
     :class:`AlreadyExistsError`): from the call on, readers find the new
     container, empty until what is written is committed, and a crash
-    before that leaves it so (see
-    :func:`save`); ``slots`` names external data files
-    beside the container. Sizes, extents and names are checked as given: a
+    before that leaves it so (see :func:`save`); ``slots`` names external
+    data files beside the container. Sizes, extents and names are checked as given: a
     float or negative size, a string where a sequence of names belongs, or
     a variable without a ``dtype`` or ``dims`` is an
     :class:`InvalidArgumentError` naming the axis or variable, not rounded

@@ -152,8 +152,9 @@ class Attributes(MutableMapping):
     NumPy scalars and arrays (read back as lists). A dict's keys that are
     not strings are written as ``json.dumps`` writes them (``1`` as
     ``"1"``, None as ``"null"``), and a dict where two keys would be
-    written as one (``1`` and ``"1"``) is refused. Changes are written with the data: they become durable at the next
-    ``commit()`` (or ``close()``) and are discarded by ``rollback()``.
+    written as one (``1`` and ``"1"``) is refused. Changes are written
+    with the data: they become durable at the next ``commit()`` (or
+    ``close()``) and are discarded by ``rollback()``.
     """
 
     def __init__(self, ds, var):
@@ -180,13 +181,7 @@ class Attributes(MutableMapping):
         return key in self._all()
 
     def __setitem__(self, key, value):
-        if not isinstance(key, str):
-            raise InvalidArgumentError(f"attribute names are strings; got {key!r}")
-        try:
-            key.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidArgumentError(f"the attribute name {key!r} is not valid Unicode (it holds a lone surrogate)") from None
-        self._ds._core.set_attribute(self._var, key, value, False)
+        self._ds._core.set_attribute(self._var, _text(key, "an attribute name"), value, False)
         self._ds._attr_changes += 1
 
     def __delitem__(self, key):
