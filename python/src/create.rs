@@ -256,6 +256,7 @@ pub(crate) fn create(py: Python<'_>, path: crate::paths::FsPath, spec: &Bound<'_
     });
     b.overwrite(spec.overwrite);
     b.durability(if spec.sync { Durability::Fsync } else { Durability::None });
-    let ds = py.detach(|| b.create(&path));
+    let path: &std::path::Path = &path;
+    let ds = py.detach(|| b.create(path));
     Ok(Dataset::new(lib(py, ds)?))
 }

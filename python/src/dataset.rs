@@ -13,6 +13,7 @@ use crate::paths::FsPath;
 use numpy::{PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
+use std::path::Path;
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, TryLockError};
 use vds::{Compression, Order, Region, Scalar, SlotPolicy};
 
@@ -609,7 +610,8 @@ pub(crate) fn open(
         o.cache_size(c);
     }
     // A URL opens read-only in place (vds::OpenOptions::open).
-    let ds = py.detach(|| o.open(&path));
+    let path: &Path = &path;
+    let ds = py.detach(|| o.open(path));
     Ok(Dataset::new(lib(py, ds)?))
 }
 
@@ -618,12 +620,12 @@ pub(crate) fn open(
 /// Uploads a cloud-optimized copy of the container at `path` to `url` (see `vds.publish`).
 #[pyfunction]
 pub(crate) fn publish(py: Python<'_>, path: FsPath, url: &str) -> PyResult<u64> {
-    let url = url.to_owned();
+    let (path, url): (&Path, String) = (&path, url.to_owned());
     let sent = py.detach(move || -> vds::Result<u64> {
         if !url.starts_with("s3://") {
             return Err(vds::Error::new(vds::ErrorKind::InvalidArgument, format!("{url}: containers are published to s3:// URLs only")));
         }
-        let src = vds::Dataset::open(&path)?;
+        let src = vds::Dataset::open(path)?;
         let staging = std::env::temp_dir().join(format!("vds-publish-{}-{}.vds", std::process::id(), src.commit_sequence()));
         let file = std::fs::File::options()
             .read(true)
@@ -645,7 +647,8 @@ pub(crate) fn publish(py: Python<'_>, path: FsPath, url: &str) -> PyResult<u64> 
 /// Opens `container` to write the fragment file `name` beside it (see `vds.fragment`).
 #[pyfunction]
 pub(crate) fn create_fragment(py: Python<'_>, container: FsPath, name: &str) -> PyResult<Dataset> {
-    let ds = py.detach(|| vds::Dataset::create_fragment(&container, name));
+    let container: &Path = &container;
+    let ds = py.detach(|| vds::Dataset::create_fragment(container, name));
     Ok(Dataset::new(lib(py, ds)?))
 }
 
@@ -654,7 +657,8 @@ pub(crate) fn create_fragment(py: Python<'_>, container: FsPath, name: &str) -> 
 /// Rolls a container whose newest commit is damaged back to the older one.
 #[pyfunction]
 pub(crate) fn recover(py: Python<'_>, path: FsPath) -> PyResult<(Option<u64>, u64)> {
-    let r = py.detach(|| vds::Dataset::recover(&path));
+    let path: &Path = &path;
+    let r = py.detach(|| vds::Dataset::recover(path));
     match lib(py, r)? {
         vds::Recovery::Intact { commit } => Ok((None, commit)),
         vds::Recovery::RolledBack { damaged, restored } => Ok((Some(damaged), restored)),

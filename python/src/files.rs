@@ -14,6 +14,7 @@ use crate::dataset::{catch_panic, write_typed, Dataset};
 use crate::errors::{invalid, lib, to_py, Failure, Outcome};
 use crate::paths::FsPath;
 use numpy::{PyArrayDescrMethods, PyArrayDyn, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
 use vds::{Axis, DType, DatasetBuilder, Durability, Order, Region, VariableBuilder, MAX_DIMS, MAX_VARIABLES};
@@ -242,7 +243,8 @@ pub(crate) fn save(
     b.overwrite(overwrite);
     b.durability(if sync { Durability::Fsync } else { Durability::None });
     // Everything above is checked before the file is touched.
-    let ds = Dataset::new(lib(py, py.detach(|| b.create(&path)))?);
+    let path: &std::path::Path = &path;
+    let ds = Dataset::new(lib(py, py.detach(|| b.create(path)))?);
     let written = items.iter().enumerate().try_for_each(|(var, it)| {
         let (a, zeros, ones) = (&it.array, vec![0; it.dims.len()], vec![1; it.dims.len()]);
         by_dtype!(py, a, write_typed(py, &ds, var, &zeros, &ones, a, None))
@@ -253,7 +255,7 @@ pub(crate) fn save(
             // A file made here is removed again; one written over stays an empty container (its first commit).
             let _ = ds.close(py, false);
             if !overwrite {
-                let _ = std::fs::remove_file(&path);
+                let _ = std::fs::remove_file(path);
             }
             Err(e)
         }
@@ -330,10 +332,10 @@ fn chosen(ds: &vds::Dataset, names: Option<&[String]>, path: &std::path::Path, l
 /// straight into the arrays, in a second release.
 const READ_WITH_OPEN: u64 = 4096;
 
-/// What a load's open leaves: the values read already (the file closed),
-/// or the dataset, open for a read into the arrays.
-enum Opened {
-    Read(Vec<u8>),
+/// What a load's open leaves: the values read already into the call's own
+/// memory (the file closed), or the dataset, open for a read into the arrays.
+enum Opened<'a> {
+    Read(&'a [u8]),
     /// Boxed: the dataset is large, and moving it costs.
     Open(Box<vds::Dataset>),
 }
@@ -400,18 +402,24 @@ pub(crate) fn load<'py>(
         .transpose()?;
     let mut o = vds::OpenOptions::new();
     o.memory_limit(memory_limit);
+    let path: &std::path::Path = &path;
+    // A small load's values, on the stack; only the bytes read are initialized.
+    let mut space = [std::mem::MaybeUninit::<u8>::uninit(); READ_WITH_OPEN as usize];
     // The library's dataset itself, not a `Dataset` object: nothing else
     // can reach it, so it needs no lock, and it is closed inside a release
     // of the GIL: the first, with the reads, when the values are few.
     let opened = py.detach(|| {
         catch_panic(|| {
-            let ds = o.open(&path)?;
-            let (wanted, total) = chosen(&ds, names.as_deref(), &path, memory_limit)?;
+            let ds = o.open(path)?;
+            let (wanted, total) = chosen(&ds, names.as_deref(), path, memory_limit)?;
             if total > READ_WITH_OPEN {
                 return Ok((wanted, Opened::Open(Box::new(ds))));
             }
-            let mut early = vec![0; total as usize];
-            let mut rest = early.as_mut_slice();
+            let space = &mut space[..total as usize];
+            space.fill(std::mem::MaybeUninit::new(0));
+            // SAFETY: every byte of `space` was initialized just above.
+            let early = unsafe { std::slice::from_raw_parts_mut(space.as_mut_ptr().cast::<u8>(), space.len()) };
+            let mut rest = &mut *early;
             let bufs = wanted.iter().map(|w| {
                 let (buf, after) = std::mem::take(&mut rest).split_at_mut(w.len());
                 rest = after;
@@ -453,4 +461,37 @@ pub(crate) fn load<'py>(
         }
     }
     Ok(out)
+}
+
+/// `load`'s parameters, for its fastcall form.
+static LOAD: crate::fastcall::Signature<3> =
+    crate::fastcall::Signature { function: "load", params: [c"path", c"names", c"memory_limit"], positional: 2, required: 1 };
+
+/// `load` called the vectorcall way (see fastcall.rs), on Python 3.10 and later.
+///
+/// # Safety
+/// CPython's contract for a `METH_FASTCALL | METH_KEYWORDS` function.
+pub(crate) unsafe extern "C" fn load_fastcall(
+    module: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    /// # Safety
+    /// As `load_fastcall`, inside PyO3's trampoline.
+    unsafe fn body(
+        py: Python<'_>,
+        _module: *mut ffi::PyObject,
+        args: *const *mut ffi::PyObject,
+        nargs: ffi::Py_ssize_t,
+        kwnames: *mut ffi::PyObject,
+    ) -> PyResult<*mut ffi::PyObject> {
+        // SAFETY: CPython passes the arguments as `bind` takes them.
+        let [path, names, limit] = unsafe { LOAD.bind(py, args, nargs, kwnames)? };
+        let path = crate::fastcall::extract(py, "path", path.expect("bind checks the required parameters"))?;
+        let (names, limit) = (names.as_deref().filter(|a| !a.is_none()), limit.as_deref().filter(|a| !a.is_none()));
+        Ok(load(py, path, names, limit)?.into_ptr())
+    }
+    // SAFETY: CPython calls this with the thread attached, as the trampoline requires.
+    unsafe { pyo3::impl_::trampoline::fastcall_with_keywords(module, args, nargs, kwnames, body) }
 }

@@ -15,6 +15,7 @@ mod arrays;
 mod create;
 mod dataset;
 mod errors;
+mod fastcall;
 mod files;
 mod json;
 mod paths;
@@ -32,7 +33,15 @@ fn _vds(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dataset::recover, m)?)?;
     m.add_function(wrap_pyfunction!(create::create, m)?)?;
     m.add_function(wrap_pyfunction!(files::save, m)?)?;
-    m.add_function(wrap_pyfunction!(files::load, m)?)?;
+    // `load` the vectorcall way where the stable ABI has it (3.10 on), PyO3's
+    // way on 3.9; PyO3's is kept as `_load_tuple` for the tests to compare.
+    let load = wrap_pyfunction!(files::load, m)?;
+    if m.py().version_info() >= (3, 10) {
+        m.add("load", fastcall::function(m, &load, files::load_fastcall)?)?;
+    } else {
+        m.add("load", &load)?;
+    }
+    m.add("_load_tuple", load)?;
     m.add_function(wrap_pyfunction!(segy::import_segy, m)?)?;
     m.add_function(wrap_pyfunction!(segy::export_segy, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

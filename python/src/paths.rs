@@ -4,34 +4,39 @@
 //! called once. PyO3's own `PathBuf` conversion panics on a str the encoder
 //! refuses (a lone surrogate); here that is the encoder's
 //! `UnicodeEncodeError`, an ordinary exception.
+//!
+//! The path borrows the encoded bytes object rather than copying it: a
+//! function holds it only for its call, and a small file's whole load costs
+//! little more than the copy's allocation. Inside a release of the GIL, a
+//! function uses it as a `&Path` (`let path: &Path = &path;`).
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A path argument of a compiled function (a file, or a URL as text).
-pub(crate) struct FsPath(PathBuf);
+pub(crate) struct FsPath<'py>(Bound<'py, PyBytes>);
 
-impl std::ops::Deref for FsPath {
+impl std::ops::Deref for FsPath<'_> {
     type Target = Path;
 
     fn deref(&self) -> &Path {
-        &self.0
+        Path::new(OsStr::from_bytes(self.0.as_bytes()))
     }
 }
 
-impl AsRef<Path> for FsPath {
+impl AsRef<Path> for FsPath<'_> {
     fn as_ref(&self) -> &Path {
-        &self.0
+        self
     }
 }
 
-impl FromPyObject<'_, '_> for FsPath {
+impl<'py> FromPyObject<'_, 'py> for FsPath<'py> {
     type Error = PyErr;
 
-    fn extract(ob: Borrowed<'_, '_, PyAny>) -> PyResult<FsPath> {
+    fn extract(ob: Borrowed<'_, 'py, PyAny>) -> PyResult<FsPath<'py>> {
         let py = ob.py();
         let encoded = if ob.is_exact_instance_of::<PyString>() {
             // A str, the common case, without a call into Python code.
@@ -41,7 +46,6 @@ impl FromPyObject<'_, '_> for FsPath {
         } else {
             py.import("os")?.call_method1("fsencode", (&*ob,))?
         };
-        let bytes = encoded.cast_into::<PyBytes>()?;
-        Ok(FsPath(PathBuf::from(OsStr::from_bytes(bytes.as_bytes()))))
+        Ok(FsPath(encoded.cast_into::<PyBytes>()?))
     }
 }

@@ -90,6 +90,7 @@ fn open_error(path: &Path, e: &std::io::Error) -> Failure {
 /// Imports the SEG-Y file `path` into a new container `dst` (see `vds.from_segy`).
 #[pyfunction]
 pub(crate) fn import_segy(py: Python<'_>, path: FsPath, dst: FsPath, spec_json: &str) -> PyResult<()> {
+    let (path, dst): (&Path, &Path) = (&path, &dst);
     let spec: ImportSpec = serde_json::from_str(spec_json).map_err(|e| invalid(py, format!("from_segy: {e}")))?;
     let codec = match &spec.codec {
         Some(c) => codec(py, container::AMPLITUDE, c)?,
@@ -119,9 +120,9 @@ pub(crate) fn import_segy(py: Python<'_>, path: FsPath, dst: FsPath, spec_json: 
     if !spec.overwrite && dst.exists() {
         return Err(to_py(py, Failure::Refused("AlreadyExists", format!("{} exists (pass overwrite=True to replace it)", dst.display()))));
     }
-    let temp = temporary(&dst);
+    let temp = temporary(dst);
     let r = py.detach(|| -> Result<Result<(), container::Error>, Failure> {
-        let file = File::open(&path).map_err(|e| open_error(&path, &e))?;
+        let file = File::open(path).map_err(|e| open_error(path, &e))?;
         Ok((|| {
             let file = SegyFile::open(file)?;
             let g = container::scan(&file, &opts, &mut |_| keep_going())?;
@@ -138,7 +139,7 @@ pub(crate) fn import_segy(py: Python<'_>, path: FsPath, dst: FsPath, spec_json: 
             let mut out = b.create(&temp)?;
             container::fill(&file, &g, &mut out, opts.block_bytes, &mut |_| keep_going())?;
             out.close()?;
-            std::fs::rename(&temp, &dst).map_err(container::Error::Write)
+            std::fs::rename(&temp, dst).map_err(container::Error::Write)
         })())
     });
     match r {
@@ -146,10 +147,10 @@ pub(crate) fn import_segy(py: Python<'_>, path: FsPath, dst: FsPath, spec_json: 
         Ok(Err(e)) => {
             let _ = std::fs::remove_file(&temp);
             let e = match e {
-                container::Error::Cancelled => failure(py, &dst, e),
-                container::Error::Segy(_) => failure(py, &path, e),
+                container::Error::Cancelled => failure(py, dst, e),
+                container::Error::Segy(_) => failure(py, path, e),
                 container::Error::Write(e) => to_py(py, Failure::Refused("Io", format!("{}: {e}", dst.display()))),
-                e => failure(py, &path, e),
+                e => failure(py, path, e),
             };
             Err(e)
         }
@@ -172,6 +173,7 @@ pub(crate) fn export_segy(
     overwrite: bool,
     block_bytes: Option<u64>,
 ) -> PyResult<String> {
+    let (src, path): (&Path, &Path) = (&src, &path);
     let format = match format {
         None => None,
         Some(code) => {
@@ -186,9 +188,9 @@ pub(crate) fn export_segy(
         source_name: src.display().to_string(),
         block_bytes: block_bytes.unwrap_or(container::DEFAULT_BLOCK_BYTES),
     };
-    let temp = temporary(&path);
+    let temp = temporary(path);
     let r = py.detach(|| -> Result<Result<String, container::Error>, Failure> {
-        let ds = vds::Dataset::open(&src).map_err(Failure::Library)?;
+        let ds = vds::Dataset::open(src).map_err(Failure::Library)?;
         Ok((|| {
             let v = container::export_variable(&ds, variable.as_deref())?;
             let file = File::create(&temp).map_err(container::Error::Write)?;
@@ -196,7 +198,7 @@ pub(crate) fn export_segy(
             container::export(&ds, &v, &opts, &mut w, &mut |_| keep_going())?;
             let file = w.into_inner().map_err(|e| container::Error::Write(e.into_error()))?;
             file.sync_all().map_err(container::Error::Write)?;
-            std::fs::rename(&temp, &path).map_err(container::Error::Write)?;
+            std::fs::rename(&temp, path).map_err(container::Error::Write)?;
             Ok(v)
         })())
     });
@@ -206,8 +208,8 @@ pub(crate) fn export_segy(
             let _ = std::fs::remove_file(&temp);
             Err(match e {
                 container::Error::Write(e) => to_py(py, Failure::Refused("Io", format!("{}: writing: {e}", path.display()))),
-                container::Error::Cancelled | container::Error::Segy(_) => failure(py, &path, e),
-                e => failure(py, &src, e),
+                container::Error::Cancelled | container::Error::Segy(_) => failure(py, path, e),
+                e => failure(py, src, e),
             })
         }
         Err(f) => Err(to_py(py, f)),

@@ -141,6 +141,56 @@ def test_load_takes_paths_names_and_limits_in_every_form_python_gives_them(tmp_p
         vds.load(3)
 
 
+def test_load_binds_its_arguments_in_both_of_its_call_forms_alike(tmp_path):
+    # On Python 3.10 and later, vds.load is called the vectorcall way with
+    # arguments bound by the package; on 3.9 (and as _load_tuple everywhere) by PyO3.
+    import inspect
+    import sys
+
+    fast, tupled = vds.load, vds._vds._load_tuple
+    assert (fast is tupled) == (sys.version_info < (3, 10))
+    for attr in ("__name__", "__qualname__", "__module__", "__doc__", "__text_signature__"):
+        assert getattr(fast, attr) == getattr(tupled, attr), attr
+    assert str(inspect.signature(fast)) == "(path, names=None, *, memory_limit=None)"
+    assert "Reads every variable" in fast.__doc__
+    path = tmp_path / "bind.vds"
+    vds.save(path, {"a": np.arange(5), "b": np.ones((2, 3), np.float32)}, dims={"a": ["x"], "b": ["y", "z"]})
+
+    class Key(str):
+        pass
+
+    calls = [((path,), {}), ((str(path), None), {}), ((path, ["b"]), {}), ((path,), dict(names=["b", "a"])),
+             ((), dict(path=path)), ((), dict(names=["a"], path=bytes(path))), ((path,), dict(memory_limit=None)),
+             ((path, None), dict(memory_limit=1 << 20)), ((path,), {Key("names"): ["a"], Key("memory_limit"): 10**6}),
+             ((), {}), ((), dict(names=["a"])), ((path, ["a"], 10), {}), ((path, None, 10, 11), {}),
+             ((path, ["a"]), dict(names=["a"])), ((path,), dict(path=path)), ((path,), dict(colour=1)),
+             ((path,), {"\udc80": 1}), ((path,), {"n\u00e4mes": 1}), ((None,), {}), ((3,), {}), ((), dict(path=3.5)),
+             ((path, "ab"), {}), ((path, [1]), {}), ((path,), dict(memory_limit="x")), ((path,), dict(memory_limit=-1)),
+             ((path,), dict(memory_limit=10)), ((path, ["c"]), {}), ((tmp_path / "none.vds",), {})]
+    raised = 0
+    for args, kwargs in calls:
+        results = []
+        for f in (fast, tupled):
+            try:
+                results.append(("ok", {k: (v.dtype, v.tolist()) for k, v in f(*args, **kwargs).items()}))
+            except Exception as e:
+                cause = e.__cause__
+                results.append((type(e), str(e), type(cause), str(cause)))
+        assert results[0] == results[1], (args, kwargs)
+        raised += results[0][0] != "ok"
+    assert raised == 19
+    with pytest.raises(TypeError, match=re.escape("load() missing 1 required positional argument: 'path'")):
+        fast(names=None)
+    with pytest.raises(TypeError, match=re.escape("load() got multiple values for argument 'names'")):
+        fast(path, None, names=None)
+    with pytest.raises(TypeError, match=re.escape("load() takes from 1 to 2 positional arguments but 3 were given")):
+        fast(path, None, 1)
+    with pytest.raises(TypeError, match=re.escape("load() got an unexpected keyword argument 'colour'")):
+        fast(path, colour=1)
+    with pytest.raises(TypeError, match=re.escape("argument 'path': expected str, bytes or os.PathLike object, not int")):
+        fast(3)
+
+
 def test_a_path_object_is_asked_for_its_path_once_and_a_path_no_encoding_gives_is_refused(tmp_path):
     path = tmp_path / "once.vds"
     vds.save(path, {"a": np.arange(3)})

@@ -65,6 +65,9 @@ def load(path: str | bytes | PathLike[str] | PathLike[bytes], names: Optional[Se
     C-order arrays by name (``vds.load``); ``memory_limit`` (default 1 GiB) bounds opening and the arrays' total.
     Releases the GIL."""
 
+#: ``load`` as PyO3 binds its arguments (the form ``load`` itself takes on Python 3.9), for the tests to compare.
+_load_tuple = load
+
 def create_fragment(container: str | PathLike[str], name: str) -> Dataset: ...
 def recover(path: str | PathLike[str]) -> tuple[Optional[int], int]: ...
 def publish(path: str | PathLike[str], url: str) -> int: ...
