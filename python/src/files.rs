@@ -17,6 +17,7 @@ use numpy::{PyArrayDescrMethods, PyArrayDyn, PyUntypedArray, PyUntypedArrayMetho
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
+use smallvec::SmallVec;
 use vds::{Axis, DType, DatasetBuilder, Durability, Order, Region, VariableBuilder, MAX_DIMS, MAX_VARIABLES};
 
 /// The library's element type of an array, once its dtype is known to be
@@ -262,18 +263,27 @@ pub(crate) fn save(
     }
 }
 
-/// A variable `load` reads: its index, element type, shape and name.
+/// A variable `load` reads: its index, element type, shape and name (held
+/// inline up to 32 bytes: a small file's load allocates for none of this).
 struct Wanted {
     var: usize,
     dtype: DType,
     dims: [u64; MAX_DIMS],
     ndim: usize,
-    name: String,
+    name: SmallVec<[u8; 32]>,
 }
+
+/// The variables `load` reads, in order (one held inline).
+type Chosen = SmallVec<[Wanted; 1]>;
 
 impl Wanted {
     fn shape(&self) -> &[u64] {
         &self.dims[..self.ndim]
+    }
+
+    fn name(&self) -> &str {
+        // The bytes of a str (`chosen` copies them from one).
+        std::str::from_utf8(&self.name).unwrap_or_default()
     }
 
     /// Bytes of its values (within the memory limit `chosen` checked).
@@ -284,20 +294,20 @@ impl Wanted {
 
 /// What `load` reads of `ds`: every variable, or those `names` gives, and
 /// their bytes in all, checked against `limit` before anything is allocated.
-fn chosen(ds: &vds::Dataset, names: Option<&[String]>, path: &std::path::Path, limit: u64) -> Outcome<(Vec<Wanted>, u64)> {
+fn chosen(ds: &vds::Dataset, names: Option<&[String]>, path: &std::path::Path, limit: u64) -> Outcome<(Chosen, u64)> {
     let vars = ds.variables();
     let want = |i: usize| {
         let v = &vars[i];
         let mut dims = [0; MAX_DIMS];
         dims[..v.shape().len()].copy_from_slice(v.shape());
-        Wanted { var: i, dtype: v.dtype(), dims, ndim: v.shape().len(), name: v.name().to_owned() }
+        Wanted { var: i, dtype: v.dtype(), dims, ndim: v.shape().len(), name: SmallVec::from_slice(v.name().as_bytes()) }
     };
-    let wanted: Vec<Wanted> = match names {
+    let wanted: Chosen = match names {
         None => (0..vars.len()).map(want).collect(),
         Some(names) => {
             // By name, in one pass over the variables (a file may hold 65,535 of them).
             let index: std::collections::HashMap<&str, usize> = vars.iter().enumerate().map(|(i, v)| (v.name(), i)).collect();
-            let (mut chosen, mut taken) = (Vec::with_capacity(names.len()), vec![false; vars.len()]);
+            let (mut chosen, mut taken) = (Chosen::with_capacity(names.len()), vec![false; vars.len()]);
             for n in names {
                 let Some(&i) = index.get(n.as_str()) else {
                     let all: Vec<&str> = vars.iter().map(vds::Variable::name).collect();
@@ -440,14 +450,14 @@ pub(crate) fn load<'py>(
                 // SAFETY: the array was just made, and nothing else holds it.
                 unsafe { fresh_bytes(&a) }.copy_from_slice(&early[at..at + w.len()]);
                 at += w.len();
-                out.set_item(&w.name, a)?;
+                out.set_item(w.name(), a)?;
             }
         }
         Opened::Open(ds) => {
             let mut fresh = Vec::with_capacity(wanted.len());
             for w in &wanted {
                 let a = zeroed(py, w.dtype, w.shape(), memory_limit)?;
-                out.set_item(&w.name, &a)?;
+                out.set_item(w.name(), &a)?;
                 fresh.push(a);
             }
             // SAFETY: each array was made above, and only `out`, not yet returned, holds it.
