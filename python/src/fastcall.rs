@@ -17,7 +17,10 @@
 //! with its messages: a parameter by position or by name, keyword-only ones
 //! after the positional ones, the required ones checked last. The tests
 //! call both forms with the same arguments and compare what they return and
-//! raise.
+//! raise. One difference is the interpreter's: a keyword that is not a str
+//! (`load(**{1: 2})`) is refused before a fastcall function is called, with
+//! its own TypeError ("keywords must be strings"), where PyO3 reports an
+//! unexpected keyword argument.
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;

@@ -189,6 +189,11 @@ def test_load_binds_its_arguments_in_both_of_its_call_forms_alike(tmp_path):
         fast(path, colour=1)
     with pytest.raises(TypeError, match=re.escape("argument 'path': expected str, bytes or os.PathLike object, not int")):
         fast(3)
+    # A keyword that is not a str: the interpreter refuses it before a vectorcall function runs.
+    for f, message in ((fast, "keywords must be strings" if fast is not tupled else "unexpected keyword argument '1'"),
+                       (tupled, "unexpected keyword argument '1'")):
+        with pytest.raises(TypeError, match=message):
+            f(path, **{1: 2})
 
 
 def test_a_path_object_is_asked_for_its_path_once_and_a_path_no_encoding_gives_is_refused(tmp_path):
