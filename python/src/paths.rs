@@ -5,10 +5,10 @@
 //! refuses (a lone surrogate); here that is the encoder's
 //! `UnicodeEncodeError`, an ordinary exception.
 //!
-//! The path borrows the encoded bytes object rather than copying it: a
-//! function holds it only for its call, and a small file's whole load costs
-//! little more than the copy's allocation. Inside a release of the GIL, a
-//! function uses it as a `&Path` (`let path: &Path = &path;`).
+//! The path borrows the encoded bytes object rather than copying it (a
+//! function holds it only for its call; the copy was an allocation and a
+//! free on every call). Inside a release of the GIL, a function uses it as
+//! a `&Path` (`let path: &Path = &path;`).
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
@@ -24,12 +24,6 @@ impl std::ops::Deref for FsPath<'_> {
 
     fn deref(&self) -> &Path {
         Path::new(OsStr::from_bytes(self.0.as_bytes()))
-    }
-}
-
-impl AsRef<Path> for FsPath<'_> {
-    fn as_ref(&self) -> &Path {
-        self
     }
 }
 
